@@ -1,0 +1,347 @@
+// The walker: the one recursion every walk, check and report of ptree runs on.
+//
+// It descends one or more trees of one shape in lockstep (their shapes already checked), visits each selected
+// leaf once, skips a tied node (std::shared_ptr) met before, and never allocates.
+//
+// Compile-time design: a branch hands each child to one non-inlined call (Walker::child), instantiated once per
+// child *type*, not per child. A 369-member struct therefore costs 369 call statements in its ptree_walk and a
+// handful of instantiations, and the per-leaf work and the structure check are each compiled once per leaf type.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+
+#include "geomopt/ptree/error.hpp"
+#include "geomopt/ptree/path.hpp"
+#include "geomopt/ptree/selection.hpp"
+#include "geomopt/ptree/traits.hpp"
+
+#if defined(__GNUC__) || defined(__clang__)
+#define GEOMOPT_PTREE_NOINLINE __attribute__((noinline))
+#else
+#define GEOMOPT_PTREE_NOINLINE
+#endif
+
+namespace geomopt::ptree {
+
+namespace detail {
+
+template <class T, class... Ts>
+T& first(T& t, Ts&...) noexcept {
+  return t;
+}
+
+// ---- ties -----------------------------------------------------------------------------------------------------
+
+inline constexpr std::size_t kNotTied = static_cast<std::size_t>(-1);
+
+// Scans a whole tree (entering repeated nodes too) for shared nodes, in walk order. Returns the ordinal of the first
+// one pointing at `target`, or kNotTied when the node at address `stop` comes first. Used only past the inline
+// record of TieLog, so the common case never re-walks.
+template <class T>
+bool scan_shared(const T& node, const void* target, const void* stop, std::size_t& ordinal, std::size_t& found);
+
+struct ScanChild {
+  const void* target;
+  const void* stop;
+  std::size_t* ordinal;
+  std::size_t* found;
+  template <class C>
+  void operator()(const char*, const C& c) const {
+    if (*found == kNotTied && !done) done = scan_shared(c, target, stop, *ordinal, *found);
+  }
+  mutable bool done = false;
+};
+
+template <class T>
+bool scan_shared(const T& node, const void* target, const void* stop, std::size_t& ordinal, std::size_t& found) {
+  constexpr Kind k = kind_v<T>;
+  if constexpr (!has_shared<T>::value) {
+    return false;
+  } else if constexpr (k == Kind::struct_branch || k == Kind::external_branch) {
+    ScanChild child{target, stop, &ordinal, &found};
+    if constexpr (k == Kind::struct_branch) T::ptree_walk(child, node);
+    else external<T>::ptree_walk(child, node);
+    return child.done || found != kNotTied;
+  } else if constexpr (k == Kind::vector || k == Kind::array) {
+    for (const auto& e : node)
+      if (scan_shared(e, target, stop, ordinal, found)) return true;
+    return false;
+  } else if constexpr (k == Kind::map) {
+    for (const auto& [key, e] : node)
+      if (scan_shared(e, target, stop, ordinal, found)) return true;
+    return false;
+  } else if constexpr (k == Kind::tuple) {
+    return std::apply([&](const auto&... e) { return (false || ... || scan_shared(e, target, stop, ordinal, found)); },
+                      node);
+  } else if constexpr (k == Kind::optional) {
+    return node.has_value() && scan_shared(*node, target, stop, ordinal, found);
+  } else if constexpr (k == Kind::variant) {
+    return std::visit([&](const auto& e) { return scan_shared(e, target, stop, ordinal, found); }, node);
+  } else if constexpr (k == Kind::shared) {
+    if (static_cast<const void*>(&node) == stop) return true;
+    if (!node) return false;
+    if (static_cast<const void*>(node.get()) == target) {
+      found = ordinal;
+      return true;
+    }
+    ++ordinal;
+    return scan_shared(*node, target, stop, ordinal, found);
+  } else {
+    return false;
+  }
+}
+
+// Which shared nodes of one tree were met so far. The first kInline are remembered in place (no allocation);
+// past that, an earlier occurrence is found by scanning the tree from its root.
+template <class Root>
+struct TieLog {
+  static constexpr std::size_t kInline = 64;
+  const Root* root = nullptr;
+  std::array<const void*, kInline> seen{};
+  std::size_t count = 0;
+
+  // Records the shared node `node` (non-null) and returns an id of its first occurrence, or kNotTied if this is it.
+  template <class P>
+  std::size_t visit(const P& node) {
+    const void* p = node.get();
+    const std::size_t j = count++;
+    const std::size_t inline_end = j < kInline ? j : kInline;
+    for (std::size_t i = 0; i < inline_end; ++i)
+      if (seen[i] == p) return i;
+    if (j < kInline) {
+      seen[j] = p;
+      return kNotTied;
+    }
+    std::size_t ordinal = 0, found = kNotTied;
+    scan_shared(*root, p, &node, ordinal, found);
+    return found == kNotTied ? kNotTied : kInline + found;
+  }
+};
+
+template <bool kOn, class... Roots>
+struct Ties {
+  explicit Ties(const Roots&...) {}
+};
+template <class... Roots>
+struct Ties<true, Roots...> {
+  explicit Ties(const Roots&... r) : logs{make(r)...} {}
+  std::tuple<TieLog<Roots>...> logs;
+
+ private:
+  template <class R>
+  static TieLog<R> make(const R& r) {
+    TieLog<R> log;
+    log.root = &r;
+    return log;
+  }
+};
+
+// ---- the walker -----------------------------------------------------------------------------------------------
+
+// Visitor protocol (all members but leaf are optional and cost nothing when absent):
+//   static constexpr bool kPaths;              track the Path (leaf and hooks then receive it first)
+//   static constexpr bool kAllTies;            compute tie ids in every tree, not only in tree 0
+//   leaf(leaves...)                            a selected trainable leaf
+//   static constexpr bool kBufferHook;         deliver buffers' values to buffer(...) instead of leaf(...)
+//   on_vector(sizes...), on_map(maps...), on_optional(present...), on_variant(indices...)
+//   on_shared(nodes, ids...)                   before a shared node; ids are kNotTied or first-occurrence ids
+template <class V>
+concept wants_paths = requires { requires V::kPaths; };
+template <class V>
+concept wants_all_ties = requires { requires V::kAllTies; };
+template <class V>
+concept wants_buffer_hook = requires { requires V::kBufferHook; };
+
+template <class Sel, class V, class... Roots>
+class Walker {
+ public:
+  static constexpr bool kPaths = wants_paths<V>;
+  static constexpr bool kTies = has_shared<bare<std::tuple_element_t<0, std::tuple<Roots...>>>>::value;
+
+  Walker(V& visitor, const Roots&... roots) : visitor_(visitor), ties_(roots...) {}
+
+  template <class... N>
+  void node(N&... n) {
+    using T = bare<decltype(first(n...))>;
+    constexpr Kind k = kind_v<T>;
+    if constexpr (k == Kind::struct_branch) {
+      T::ptree_walk(Child{this}, n...);
+    } else if constexpr (k == Kind::external_branch) {
+      external<T>::ptree_walk(Child{this}, n...);
+    } else if constexpr (k == Kind::vector || k == Kind::array) {
+      if constexpr (k == Kind::vector) hook_vector(n...);
+      const std::size_t size = first(n...).size();
+      for (std::size_t i = 0; i < size; ++i) child_at(i, n[i]...);
+    } else if constexpr (k == Kind::tuple) {
+      tuple_children(std::make_index_sequence<std::tuple_size_v<T>>{}, n...);
+    } else if constexpr (k == Kind::map) {
+      hook_map(n...);
+      map_children(first(n...).size(), n.begin()...);
+    } else if constexpr (k == Kind::optional) {
+      hook_optional(n...);
+      if (first(n...).has_value()) node(*n...);
+    } else if constexpr (k == Kind::variant) {
+      hook_variant(n...);
+      variant_children(std::make_index_sequence<std::variant_size_v<T>>{}, first(n...).index(), n...);
+    } else if constexpr (k == Kind::shared) {
+      shared_node(n...);
+    } else if constexpr (k == Kind::buffer) {
+      if constexpr (Sel::kBuffers) {
+        if constexpr (wants_buffer_hook<V>) {
+          call_buffer(n.value()...);
+        } else {
+          call_leaf(n.value()...);
+        }
+      }
+    } else if constexpr (is_leaf_v<T>) {
+      if constexpr (Sel::kParams) {
+        static_assert(!std::is_void_v<scalar_t<T>>);  // rejects integer leaves outside a Buffer, with a message
+        call_leaf(n...);
+      }
+    } else {
+      static_assert_known<T>();
+    }
+  }
+
+ private:
+  struct Child {
+    Walker* w;
+    template <class... C>
+    GEOMOPT_PTREE_NOINLINE void operator()(const char* name, C&... c) const {
+      if constexpr (kPaths) w->path_.push_field(name);
+      w->node(c...);
+      if constexpr (kPaths) w->path_.pop();
+    }
+  };
+
+  template <class... C>
+  GEOMOPT_PTREE_NOINLINE void child_at(std::size_t i, C&... c) {
+    if constexpr (kPaths) path_.push_index(i);
+    node(c...);
+    if constexpr (kPaths) path_.pop();
+    (void)i;
+  }
+
+  template <std::size_t... I, class... N>
+  void tuple_children(std::index_sequence<I...>, N&... n) {
+    (tuple_child<I>(n...), ...);
+  }
+  template <std::size_t I, class... N>
+  void tuple_child(N&... n) {
+    child_at(I, std::get<I>(n)...);
+  }
+
+  template <class It0, class... Its>
+  void map_children(std::size_t size, It0 it0, Its... its) {
+    // Keys agree across trees (checked), so the iterators advance in lockstep.
+    for (; size != 0; --size, ++it0, (++its, ...)) {
+      if constexpr (kPaths) path_.push_key(it0->first);
+      node(it0->second, its->second...);
+      if constexpr (kPaths) path_.pop();
+    }
+  }
+
+  template <std::size_t... I, class... N>
+  void variant_children(std::index_sequence<I...>, std::size_t index, N&... n) {
+    ((index == I ? (variant_child<I>(n...), 0) : 0), ...);
+  }
+  template <std::size_t I, class... N>
+  void variant_child(N&... n) {
+    node(*std::get_if<I>(&n)...);
+  }
+
+  template <class... N>
+  void shared_node(N&... n) {
+    auto& n0 = first(n...);
+    if constexpr (kTies) {
+      if constexpr (wants_all_ties<V>) {
+        auto ids = tie_ids(std::index_sequence_for<N...>{}, n...);
+        call_hook_shared(ids, n...);
+        if (!n0 || std::get<0>(ids) != kNotTied) return;
+      } else {
+        if (!n0) {
+          call_hook_shared(std::array<std::size_t, 1>{kNotTied}, n...);
+          return;
+        }
+        const std::size_t id = std::get<0>(ties_.logs).visit(n0);
+        call_hook_shared(std::array<std::size_t, 1>{id}, n...);
+        if (id != kNotTied) return;
+      }
+    } else {
+      if (!n0) return;
+    }
+    node(*n...);
+  }
+
+  template <std::size_t... I, class... N>
+  std::array<std::size_t, sizeof...(N)> tie_ids(std::index_sequence<I...>, N&... n) {
+    return {(n ? std::get<I>(ties_.logs).visit(n) : kNotTied)...};
+  }
+
+  template <class Ids, class... N>
+  void call_hook_shared(const Ids& ids, N&... n) {
+    if constexpr (kPaths) {
+      if constexpr (requires { visitor_.on_shared(path_, ids, n...); }) visitor_.on_shared(path_, ids, n...);
+    } else {
+      if constexpr (requires { visitor_.on_shared(ids, n...); }) visitor_.on_shared(ids, n...);
+    }
+  }
+
+  template <class... N>
+  void hook_vector(N&... n) {
+    if constexpr (kPaths) {
+      if constexpr (requires { visitor_.on_vector(path_, n.size()...); }) visitor_.on_vector(path_, n.size()...);
+    } else {
+      if constexpr (requires { visitor_.on_vector(n.size()...); }) visitor_.on_vector(n.size()...);
+    }
+  }
+  template <class... N>
+  void hook_map(N&... n) {
+    if constexpr (kPaths) {
+      if constexpr (requires { visitor_.on_map(path_, n...); }) visitor_.on_map(path_, n...);
+    } else {
+      if constexpr (requires { visitor_.on_map(n...); }) visitor_.on_map(n...);
+    }
+  }
+  template <class... N>
+  void hook_optional(N&... n) {
+    if constexpr (kPaths) {
+      if constexpr (requires { visitor_.on_optional(path_, n.has_value()...); })
+        visitor_.on_optional(path_, n.has_value()...);
+    } else {
+      if constexpr (requires { visitor_.on_optional(n.has_value()...); }) visitor_.on_optional(n.has_value()...);
+    }
+  }
+  template <class... N>
+  void hook_variant(N&... n) {
+    if constexpr (kPaths) {
+      if constexpr (requires { visitor_.on_variant(path_, n.index()...); }) visitor_.on_variant(path_, n.index()...);
+    } else {
+      if constexpr (requires { visitor_.on_variant(n.index()...); }) visitor_.on_variant(n.index()...);
+    }
+  }
+
+  template <class... L>
+  void call_leaf(L&... l) {
+    if constexpr (kPaths) visitor_.leaf(path_, l...);
+    else visitor_.leaf(l...);
+  }
+  template <class... L>
+  void call_buffer(L&... l) {
+    if constexpr (kPaths) visitor_.buffer(path_, l...);
+    else visitor_.buffer(l...);
+  }
+
+  V& visitor_;
+  [[no_unique_address]] Ties<kTies, bare<Roots>...> ties_;
+  [[no_unique_address]] std::conditional_t<kPaths, Path, std::tuple<>> path_{};
+};
+
+}  // namespace detail
+}  // namespace geomopt::ptree

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages geomopt needs to build, test and run its examples.
+# Idempotent: when every package is already present it installs nothing and touches no package list.
+#
+#   scripts/install_deps.sh            build + test dependencies
+#   scripts/install_deps.sh --python   also the Python reference stack (torch, numpy, h5py) used by cross-checks
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libeigen3-dev        # Eigen 3.4: every component
+  libceres-dev         # Ceres 2.1: ceres::Jet in ptree tests, the Ceres adapter
+  libhdf5-dev          # HDF5 1.10: io (private dependency)
+  doctest-dev          # doctest 2.4: the test framework
+  libbenchmark-dev     # Google Benchmark: benchmarks/
+  libgtest-dev libgmock-dev  # only for Ceres's manifold invariant checks
+)
+if [[ "${1:-}" == "--python" ]]; then
+  packages+=(python3-numpy python3-h5py python3-torch)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+if [[ $(id -u) -ne 0 ]]; then
+  echo "install_deps.sh: missing packages: ${missing[*]}; run as root (or with sudo) to install them" >&2
+  exit 1
+fi
+
+echo "install_deps.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
