@@ -29,14 +29,6 @@ using CopiedNodes = std::unordered_map<const void*, std::shared_ptr<void>>;
 template <class D, class S>
 void convert_into(D& d, const S& s, CopiedNodes& copied);
 
-struct ConvertChild {
-  CopiedNodes* copied;
-  template <class D, class S>
-  void operator()(const char*, D& d, const S& s) const {
-    convert_into(d, s, *copied);
-  }
-};
-
 // A storage block of scalar DS shaped like block b.
 template <class DS, class B>
 auto converted_block(const B& b) {
@@ -47,6 +39,12 @@ auto converted_block(const B& b) {
     Plain out = b.template cast<DS>();
     return out;
   }
+}
+
+template <class DBlocks, class S, class SBlocks, std::size_t... B>
+auto rebuild_blocks(const S& s, SBlocks& sb, std::index_sequence<B...>) {
+  return rebuild(s, std::make_tuple(converted_block<block_scalar_t<std::tuple_element_t<B, DBlocks>>>(
+                        std::get<B>(sb))...));
 }
 
 template <class D, class S>
@@ -61,10 +59,7 @@ void convert_leaf(D& d, const S& s) {
     auto&& sb = blocks(s);
     using R = decltype(free_parameters(s));
     if constexpr (is_std_tuple<bare<R>>::value) {
-      [&]<std::size_t... B>(std::index_sequence<B...>) {
-        d = rebuild(s, std::make_tuple(converted_block<block_scalar_t<std::tuple_element_t<B, DBlocks>>>(
-                           std::get<B>(sb))...));
-      }(std::make_index_sequence<std::tuple_size_v<DBlocks>>{});
+      d = rebuild_blocks<DBlocks>(s, sb, std::make_index_sequence<std::tuple_size_v<DBlocks>>{});
     } else {
       d = rebuild(s, converted_block<block_scalar_t<std::tuple_element_t<0, DBlocks>>>(std::get<0>(sb)));
     }
@@ -75,20 +70,14 @@ template <class D, class S>
 void convert_into(D& d, const S& s, CopiedNodes& copied) {
   constexpr Kind k = kind_v<S>;
   static_assert(kind_v<D> == k, "trees of one shape must have the same kind of node at each position");
-  if constexpr (k == Kind::struct_branch) {
-    D::ptree_walk(ConvertChild{&copied}, d, s);
-  } else if constexpr (k == Kind::external_branch) {
-    external<D>::ptree_walk(ConvertChild{&copied}, d, s);
+  if constexpr (k == Kind::struct_branch || k == Kind::external_branch || k == Kind::tuple) {
+    for_each_child([&](auto, auto& dc, const auto& sc) { convert_into(dc, sc, copied); }, d, s);
   } else if constexpr (k == Kind::vector) {
     d.clear();
     d.resize(s.size());
     for (std::size_t i = 0; i < s.size(); ++i) convert_into(d[i], s[i], copied);
   } else if constexpr (k == Kind::array) {
     for (std::size_t i = 0; i < s.size(); ++i) convert_into(d[i], s[i], copied);
-  } else if constexpr (k == Kind::tuple) {
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (convert_into(std::get<I>(d), std::get<I>(s), copied), ...);
-    }(std::make_index_sequence<std::tuple_size_v<S>>{});
   } else if constexpr (k == Kind::map) {
     d.clear();
     for (const auto& [key, value] : s) convert_into(d[key], value, copied);

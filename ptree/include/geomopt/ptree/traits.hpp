@@ -247,17 +247,51 @@ struct promote<A, A> {
   using type = A;
 };
 
-// A left fold over types through an operator: one instantiation per child, not a recursion over the list.
-template <class A, class B>
-constexpr tag<typename promote<A, B>::type> operator|(tag<A>, tag<B>) {
+// ---- folds over long lists of types ----------------------------------------------------------------------------
+//
+// A branch may have hundreds of children. A fold expression over them nests as deep as the list is long (clang
+// stops at 256), and a recursion that peels one type at a time costs a quadratic number of template arguments.
+// fold_types<Op, Acc, Ts...> peels sixteen at a time: Acc = Op<Acc, T>::type for each T, in order.
+
+template <template <class, class> class Op, class Acc>
+struct fold_acc {
+  using type = Acc;
+};
+template <template <class, class> class Op, class Acc, class T>
+constexpr fold_acc<Op, typename Op<Acc, T>::type> operator+(fold_acc<Op, Acc>, tag<T>) {
   return {};
 }
+
+template <template <class, class> class Op, class Acc, class... Ts>
+struct fold_chunk {  // a shallow fold over a few types
+  using type = typename decltype((fold_acc<Op, Acc>{} + ... + tag<Ts>{}))::type;
+};
+
+template <template <class, class> class Op, class Acc, class... Ts>
+struct fold_types : fold_chunk<Op, Acc, Ts...> {};  // at most fifteen left
+template <template <class, class> class Op, class Acc, class T0, class T1, class T2, class T3, class T4, class T5,
+          class T6, class T7, class T8, class T9, class T10, class T11, class T12, class T13, class T14, class T15,
+          class... Rest>
+struct fold_types<Op, Acc, T0, T1, T2, T3, T4, T5, T6, T7, T8, T9, T10, T11, T12, T13, T14, T15, Rest...>
+    : fold_types<Op,
+                 typename fold_chunk<Op, Acc, T0, T1, T2, T3, T4, T5, T6, T7, T8, T9, T10, T11, T12, T13, T14,
+                                     T15>::type,
+                 Rest...> {};
+
+// Whether any of the values is true, without a fold expression (see above).
+template <bool... B>
+inline constexpr bool any_of_v = [] {
+  constexpr bool values[] = {B..., false};
+  for (bool v : values)
+    if (v) return true;
+  return false;
+}();
 
 template <class T, Kind K = kind_v<T>>
 struct scalar_of;
 
 template <class... Ts>
-using promote_all_t = typename decltype((tag<void>{} | ... | tag<typename scalar_of<Ts>::type>{}))::type;
+using promote_all_t = typename fold_types<promote, void, typename scalar_of<Ts>::type...>::type;
 
 template <class T>
 struct children_of;
@@ -314,7 +348,7 @@ template <class Tuple>
 struct block_scalars;
 template <class... Bs>
 struct block_scalars<std::tuple<Bs...>> {
-  using type = typename decltype((tag<void>{} | ... | tag<block_scalar_t<Bs>>{}))::type;
+  using type = typename fold_types<promote, void, block_scalar_t<Bs>...>::type;
 };
 template <class T>
 struct scalar_of<T, Kind::protocol_leaf> : trainable_scalar<typename block_scalars<blocks_t<T>>::type> {};
@@ -334,7 +368,7 @@ template <class T, Kind K = kind_v<T>>
 struct has_shared : std::false_type {};
 template <class... Ts>
 constexpr bool any_shared(children<Ts...>*) {
-  return (false || ... || has_shared<bare<Ts>>::value);
+  return any_of_v<has_shared<bare<Ts>>::value...>;
 }
 template <class T>
 struct has_shared<T, Kind::struct_branch>
@@ -353,13 +387,13 @@ struct has_shared<T, Kind::map> : has_shared<bare<typename T::mapped_type>> {};
 template <class T>
 struct has_shared<T, Kind::shared> : std::true_type {};
 template <class... Ts>
-struct has_shared<std::tuple<Ts...>, Kind::tuple> : std::bool_constant<(false || ... || has_shared<bare<Ts>>::value)> {};
+struct has_shared<std::tuple<Ts...>, Kind::tuple> : std::bool_constant<any_of_v<has_shared<bare<Ts>>::value...>> {};
 template <class A, class B>
 struct has_shared<std::pair<A, B>, Kind::tuple>
     : std::bool_constant<has_shared<bare<A>>::value || has_shared<bare<B>>::value> {};
 template <class... Ts>
 struct has_shared<std::variant<Ts...>, Kind::variant>
-    : std::bool_constant<(false || ... || has_shared<bare<Ts>>::value)> {};
+    : std::bool_constant<any_of_v<has_shared<bare<Ts>>::value...>> {};
 
 }  // namespace detail
 

@@ -49,35 +49,54 @@ std::string tie_description(const Tree& tree, const std::string& path) {
   return "not tied";
 }
 
+// The messages, built out of line: they are the cold path of every walk.
+[[noreturn]] inline void fail(const Path& path, const std::string& what0, const std::string& what_i, std::size_t i) {
+  throw StructureError(path.display() + ": " + what0 + " in tree 0, " + what_i + " in tree " + std::to_string(i));
+}
+[[noreturn, gnu::cold]] inline void count_mismatch(const Path& path, const char* unit, std::size_t n0, std::size_t n,
+                                                   std::size_t i) {
+  fail(path, std::to_string(n0) + unit, std::to_string(n), i);
+}
+[[noreturn, gnu::cold]] inline void presence_mismatch(const Path& path, bool present0, std::size_t i) {
+  fail(path, present0 ? "present" : "absent", present0 ? "absent" : "present", i);
+}
+[[noreturn, gnu::cold]] inline void null_mismatch(const Path& path, bool null0, std::size_t i) {
+  fail(path, null0 ? "null" : "non-null", null0 ? "non-null" : "null", i);
+}
+[[noreturn, gnu::cold]] inline void alternative_mismatch(const Path& path, std::size_t a0, std::size_t a,
+                                                         std::size_t i) {
+  fail(path, "alternative " + std::to_string(a0), "alternative " + std::to_string(a), i);
+}
+[[noreturn, gnu::cold]] inline void dims_mismatch(const Path& path, bool several, std::size_t block, Eigen::Index r0,
+                                                  Eigen::Index r, Eigen::Index c0, Eigen::Index c, std::size_t i) {
+  const std::string where = path.display() + (several ? " (block " + std::to_string(block) + ")" : "");
+  const bool rows = r0 != r;
+  throw StructureError(where + ": " + std::to_string(rows ? r0 : c0) + (rows ? " rows" : " cols") + " in tree 0, " +
+                       std::to_string(rows ? r : c) + " in tree " + std::to_string(i));
+}
+
 template <class... Roots>
 struct ShapeCheck {
   static constexpr bool kPaths = true;
   static constexpr bool kAllTies = true;
   std::tuple<const Roots&...> roots;
 
-  [[noreturn]] static void fail(const Path& path, const std::string& what0, const std::string& what_i, std::size_t i) {
-    throw StructureError(path.display() + ": " + what0 + " in tree 0, " + what_i + " in tree " + std::to_string(i));
-  }
-
   template <class... Sizes>
   void on_vector(const Path& path, std::size_t n0, Sizes... n) {
     std::size_t i = 1;
-    ((n != n0 ? fail(path, std::to_string(n0) + " elements", std::to_string(n), i) : void(), ++i), ...);
+    ((n != n0 ? count_mismatch(path, " elements", n0, n, i) : void(), ++i), ...);
   }
 
   template <class... Present>
   void on_optional(const Path& path, bool p0, Present... p) {
-    auto word = [](bool present) { return std::string(present ? "present" : "absent"); };
     std::size_t i = 1;
-    ((p != p0 ? fail(path, word(p0), word(p), i) : void(), ++i), ...);
+    ((p != p0 ? presence_mismatch(path, p0, i) : void(), ++i), ...);
   }
 
   template <class... Index>
   void on_variant(const Path& path, std::size_t a0, Index... a) {
     std::size_t i = 1;
-    ((a != a0 ? fail(path, "alternative " + std::to_string(a0), "alternative " + std::to_string(a), i) : void(),
-      ++i),
-     ...);
+    ((a != a0 ? alternative_mismatch(path, a0, a, i) : void(), ++i), ...);
   }
 
   template <class M0, class... Ms>
@@ -92,16 +111,14 @@ struct ShapeCheck {
     auto b = m.begin();
     for (; a != m0.end() && b != m.end(); ++a, ++b)
       if (a->first != b->first) fail(path, "key \"" + a->first + "\"", "key \"" + b->first + "\"", i);
-    if (m0.size() != m.size()) fail(path, std::to_string(m0.size()) + " keys", std::to_string(m.size()), i);
+    if (m0.size() != m.size()) count_mismatch(path, " keys", m0.size(), m.size(), i);
   }
 
   template <class Ids, class... N>
   void on_shared(const Path& path, const Ids& ids, const N&... n) {
     const bool null0 = !first(n...);
     std::size_t i = 0;
-    (((i != 0 && (!n) != null0) ? fail(path, null0 ? "null" : "non-null", null0 ? "non-null" : "null", i) : void(),
-      ++i),
-     ...);
+    (((i != 0 && (!n) != null0) ? null_mismatch(path, null0, i) : void(), ++i), ...);
     if (null0) return;
     for (std::size_t t = 1; t < ids.size(); ++t)
       if (ids[t] != ids[0]) tie_mismatch(path, t, std::index_sequence_for<Roots...>{});
@@ -138,17 +155,14 @@ struct ShapeCheck {
   static void compare_block(const Path& path, bool several, std::size_t block, const B0& b0, const B& b,
                             std::size_t i) {
     const Eigen::Index r0 = block_rows(b0), r = block_rows(b), c0 = block_cols(b0), c = block_cols(b);
-    if (r0 == r && c0 == c) return;
-    const std::string where = path.display() + (several ? " (block " + std::to_string(block) + ")" : "");
-    const bool rows = r0 != r;
-    throw StructureError(where + ": " + std::to_string(rows ? r0 : c0) + (rows ? " rows" : " cols") +
-                         " in tree 0, " + std::to_string(rows ? r : c) + " in tree " + std::to_string(i));
+    if (r0 != r || c0 != c) dims_mismatch(path, several, block, r0, r, c0, c, i);
   }
 };
 
-// Throws StructureError unless every tree has the shape of the first.
+// Throws StructureError unless every tree has the shape of the first. Not inlined: every walk of the same trees
+// shares one copy.
 template <class T0, class... Ts>
-void check_shapes(const T0& t0, const Ts&... ts) {
+[[gnu::noinline]] void check_shapes(const T0& t0, const Ts&... ts) {
   if constexpr (sizeof...(Ts) > 0) {
     ShapeCheck<T0, Ts...> check{{t0, ts...}};
     Walker<all_t, ShapeCheck<T0, Ts...>, T0, Ts...> w(check, t0, ts...);

@@ -3,9 +3,8 @@
 // It descends one or more trees of one shape in lockstep (their shapes already checked), visits each selected
 // leaf once, skips a tied node (std::shared_ptr) met before, and never allocates.
 //
-// Compile-time design: a branch hands each child to one non-inlined call (Walker::child), instantiated once per
-// child *type*, not per child. A 369-member struct therefore costs 369 call statements in its ptree_walk and a
-// handful of instantiations, and the per-leaf work and the structure check are each compiled once per leaf type.
+// Compile-time design: the children of a struct or tuple come from for_each_child (children.hpp), so the per-leaf
+// work and the structure check are compiled once per distinct child type, never once per child.
 #pragma once
 
 #include <array>
@@ -16,16 +15,11 @@
 #include <unordered_map>
 #include <utility>
 
+#include "geomopt/ptree/detail/children.hpp"
 #include "geomopt/ptree/error.hpp"
 #include "geomopt/ptree/path.hpp"
 #include "geomopt/ptree/selection.hpp"
 #include "geomopt/ptree/traits.hpp"
-
-#if defined(__GNUC__) || defined(__clang__)
-#define GEOMOPT_PTREE_NOINLINE __attribute__((noinline))
-#else
-#define GEOMOPT_PTREE_NOINLINE
-#endif
 
 namespace geomopt::ptree {
 
@@ -46,6 +40,9 @@ inline constexpr std::size_t kNotTied = static_cast<std::size_t>(-1);
 template <class T>
 bool scan_shared(const T& node, const void* target, const void* stop, std::size_t& ordinal, std::size_t& found);
 
+template <class T>
+bool scan_shared(const T& node, const void* target, const void* stop, std::size_t& ordinal, std::size_t& found);
+
 struct ScanChild {
   const void* target;
   const void* stop;
@@ -63,11 +60,14 @@ bool scan_shared(const T& node, const void* target, const void* stop, std::size_
   constexpr Kind k = kind_v<T>;
   if constexpr (!has_shared<T>::value) {
     return false;
-  } else if constexpr (k == Kind::struct_branch || k == Kind::external_branch) {
-    ScanChild child{target, stop, &ordinal, &found};
-    if constexpr (k == Kind::struct_branch) T::ptree_walk(child, node);
-    else external<T>::ptree_walk(child, node);
-    return child.done || found != kNotTied;
+  } else if constexpr (k == Kind::struct_branch || k == Kind::external_branch || k == Kind::tuple) {
+    bool done = false;
+    for_each_child(
+        [&](auto, const auto& child) {
+          if (!done) done = scan_shared(child, target, stop, ordinal, found);
+        },
+        node);
+    return done;
   } else if constexpr (k == Kind::vector || k == Kind::array) {
     for (const auto& e : node)
       if (scan_shared(e, target, stop, ordinal, found)) return true;
@@ -76,9 +76,6 @@ bool scan_shared(const T& node, const void* target, const void* stop, std::size_
     for (const auto& [key, e] : node)
       if (scan_shared(e, target, stop, ordinal, found)) return true;
     return false;
-  } else if constexpr (k == Kind::tuple) {
-    return std::apply([&](const auto&... e) { return (false || ... || scan_shared(e, target, stop, ordinal, found)); },
-                      node);
   } else if constexpr (k == Kind::optional) {
     return node.has_value() && scan_shared(*node, target, stop, ordinal, found);
   } else if constexpr (k == Kind::variant) {
@@ -170,16 +167,12 @@ class Walker {
   void node(N&... n) {
     using T = bare<decltype(first(n...))>;
     constexpr Kind k = kind_v<T>;
-    if constexpr (k == Kind::struct_branch) {
-      T::ptree_walk(Child{this}, n...);
-    } else if constexpr (k == Kind::external_branch) {
-      external<T>::ptree_walk(Child{this}, n...);
+    if constexpr (k == Kind::struct_branch || k == Kind::external_branch || k == Kind::tuple) {
+      for_each_child([&](auto segment, auto&... c) { child(segment, c...); }, n...);
     } else if constexpr (k == Kind::vector || k == Kind::array) {
       if constexpr (k == Kind::vector) hook_vector(n...);
       const std::size_t size = first(n...).size();
-      for (std::size_t i = 0; i < size; ++i) child_at(i, n[i]...);
-    } else if constexpr (k == Kind::tuple) {
-      tuple_children(std::make_index_sequence<std::tuple_size_v<T>>{}, n...);
+      for (std::size_t i = 0; i < size; ++i) child(i, n[i]...);
     } else if constexpr (k == Kind::map) {
       hook_map(n...);
       map_children(first(n...).size(), n.begin()...);
@@ -210,31 +203,15 @@ class Walker {
   }
 
  private:
-  struct Child {
-    Walker* w;
-    template <class... C>
-    GEOMOPT_PTREE_NOINLINE void operator()(const char* name, C&... c) const {
-      if constexpr (kPaths) w->path_.push_field(name);
-      w->node(c...);
-      if constexpr (kPaths) w->path_.pop();
+  template <class Segment, class... C>
+  void child(Segment segment, C&... c) {
+    if constexpr (kPaths) {
+      if constexpr (std::is_same_v<Segment, const char*>) path_.push_field(segment);
+      else path_.push_index(segment);
     }
-  };
-
-  template <class... C>
-  GEOMOPT_PTREE_NOINLINE void child_at(std::size_t i, C&... c) {
-    if constexpr (kPaths) path_.push_index(i);
     node(c...);
     if constexpr (kPaths) path_.pop();
-    (void)i;
-  }
-
-  template <std::size_t... I, class... N>
-  void tuple_children(std::index_sequence<I...>, N&... n) {
-    (tuple_child<I>(n...), ...);
-  }
-  template <std::size_t I, class... N>
-  void tuple_child(N&... n) {
-    child_at(I, std::get<I>(n)...);
+    (void)segment;
   }
 
   template <class It0, class... Its>

@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""Compile time of the ptree walks against plain loops, on the 369-leaf tree.
+
+Generates two translation units from the shapes file:
+  ptree.cpp  one flat struct of 369 Eigen leaves with a hand-written ptree_walk; every walk (for_each,
+             for_each_with_path, map, map_into, fold, for_each_storage, fold_storage) instantiated at arities 1 to 6;
+  loops.cpp  the same work written as loops over std::vector<Eigen::MatrixXf>.
+Compiles each with g++ -O2 several times, alternating, and prints the medians and their ratio (ptree / loops).
+
+usage: benchmarks/compile_time.py [--shapes FILE] [--repeat N] [--cxx g++] [--keep DIR]
+"""
+import argparse
+import os
+import pathlib
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DEFAULT_SHAPES = ROOT.parent / "shared" / "bench" / "transformer369_d256.shapes"
+ARITIES = range(1, 7)
+
+
+def read_shapes(path):
+    shapes = []
+    for line in pathlib.Path(path).read_text().splitlines():
+        line = line.split("#", 1)[0].split()
+        if line:
+            shapes.append(tuple(int(x) for x in line))
+    return shapes
+
+
+def leaf_type(shape, mixed):
+    """Eigen::MatrixXf for every leaf, as in the loops program; with `mixed`, Eigen::VectorXf for the vectors."""
+    return "Eigen::VectorXf" if mixed and len(shape) == 1 else "Eigen::MatrixXf"
+
+
+# The per-leaf work, identical in both programs. `a` is the leaf of tree 0, `b...` those of the other trees.
+BODY_UPDATE = "a.array() *= 0.5f; ((a.array() += b.array()), ...);"
+BODY_MAP = "auto r = a.eval(); ((r.array() += b.array()), ...); return r;"
+BODY_FOLD = "return acc + a.squaredNorm() + (0.0f + ... + b.squaredNorm());"
+
+
+def ptree_program(shapes, mixed):
+    members = "\n".join(f"  {leaf_type(s, mixed)} p{i};" for i, s in enumerate(shapes))
+    visits = "\n".join(f'    visit("p{i}", self.p{i}...);' for i in range(len(shapes)))
+    children = ", ".join(leaf_type(s, mixed) for s in shapes)
+    out = [
+        "#include <geomopt/ptree.hpp>",
+        "namespace gp = geomopt::ptree;",
+        "struct Tree {",
+        members,
+        "  template <class Visit, class... Self> static void ptree_walk(Visit&& visit, Self&&... self) {",
+        visits,
+        "  }",
+        f"  using ptree_children = gp::children<{children}>;",
+        "};",
+        "float sink;",
+    ]
+    for k in ARITIES:
+        trees = ", ".join(f"t{j}" for j in range(1, k))
+        params = ", ".join(f"const Tree& t{j}" for j in range(1, k))
+        sep = ", " if k > 1 else ""
+        out += [
+            f"void run{k}(Tree& t0{sep}{params}) {{",
+            f"  gp::for_each([](auto& a, const auto&... b) {{ {BODY_UPDATE} }}, t0{sep}{trees});",
+            "  std::size_t n = 0;",
+            f"  gp::for_each_with_path([&](const gp::Path& p, auto& a, const auto&... b) {{ n += p.size(); {BODY_UPDATE} }}, t0{sep}{trees});",
+            f"  Tree m = gp::map([](const auto& a, const auto&... b) {{ {BODY_MAP} }}, t0{sep}{trees});",
+            f"  gp::map_into([](const auto& a, const auto&... b) {{ {BODY_MAP} }}, t0, m{sep}{trees});" if k > 1 else
+            f"  gp::map_into([](const auto& a) {{ auto r = a.eval(); r.array() *= 2.0f; return r; }}, t0, m);",
+            f"  float f = gp::fold([](float acc, const auto& a, const auto&... b) {{ {BODY_FOLD} }}, 0.0f, t0{sep}{trees});",
+            f"  gp::for_each_storage([](auto& a, const auto&... b) {{ {BODY_UPDATE} }}, t0{sep}{trees});",
+            f"  f += gp::fold_storage([](float acc, const auto& a, const auto&... b) {{ {BODY_FOLD} }}, 0.0f, t0{sep}{trees});",
+            "  sink += f + float(n);",
+            "}",
+        ]
+    return "\n".join(out) + "\n"
+
+
+def loops_program(shapes):
+    n = len(shapes)
+    out = [
+        "#include <Eigen/Core>",
+        "#include <string>",
+        "#include <vector>",
+        "using Leaves = std::vector<Eigen::MatrixXf>;",
+        "std::vector<std::string> names;",
+        "float sink;",
+    ]
+    for k in ARITIES:
+        params = ", ".join(f"const Leaves& t{j}" for j in range(1, k))
+        sep = ", " if k > 1 else ""
+        at = "".join(f", t{j}[i]" for j in range(1, k))
+        at_m = "".join(f", t{j}[i]" for j in range(1, k))
+        out += [
+            f"void run{k}(Leaves& t0{sep}{params}) {{",
+            f"  auto upd = [](auto& a, const auto&... b) {{ {BODY_UPDATE} }};",
+            f"  for (std::size_t i = 0; i < {n}; ++i) upd(t0[i]{at});",
+            "  std::size_t n = 0;",
+            f"  auto updp = [&](const std::string& p, auto& a, const auto&... b) {{ n += p.size(); {BODY_UPDATE} }};",
+            f"  for (std::size_t i = 0; i < {n}; ++i) updp(names[i], t0[i]{at});",
+            f"  auto mp = [](const auto& a, const auto&... b) {{ {BODY_MAP} }};",
+            f"  Leaves m({n});",
+            f"  for (std::size_t i = 0; i < {n}; ++i) m[i] = mp(t0[i]{at});",
+            (f"  for (std::size_t i = 0; i < {n}; ++i) t0[i] = mp(m[i]{at_m});" if k > 1 else
+             f"  auto m1 = [](const auto& a) {{ auto r = a.eval(); r.array() *= 2.0f; return r; }};\n"
+             f"  for (std::size_t i = 0; i < {n}; ++i) t0[i] = m1(m[i]);"),
+            f"  auto fd = [](float acc, const auto& a, const auto&... b) {{ {BODY_FOLD} }};",
+            "  float f = 0;",
+            f"  for (std::size_t i = 0; i < {n}; ++i) f = fd(f, t0[i]{at});",
+            f"  auto upd2 = [](auto& a, const auto&... b) {{ {BODY_UPDATE} }};",
+            f"  for (std::size_t i = 0; i < {n}; ++i) upd2(t0[i]{at});",
+            f"  auto fd2 = [](float acc, const auto& a, const auto&... b) {{ {BODY_FOLD} }};",
+            f"  for (std::size_t i = 0; i < {n}; ++i) f = fd2(f, t0[i]{at});",
+            "  sink += f + float(n);",
+            "}",
+        ]
+    return "\n".join(out) + "\n"
+
+
+def compile_seconds(cxx, source, include_dirs):
+    """CPU seconds (user + system) of one compilation: steadier than wall time on a shared machine."""
+    cmd = [cxx, "-std=c++20", "-O2", "-c", str(source), "-o", os.devnull]
+    for d in include_dirs:
+        cmd += ["-I", str(d)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(cmd, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shapes", default=str(DEFAULT_SHAPES))
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--cxx", default=os.environ.get("CXX", "g++"))
+    ap.add_argument("--keep", help="write the generated sources to this folder")
+    args = ap.parse_args()
+
+    if not pathlib.Path(args.shapes).exists():
+        sys.exit(f"compile_time.py: shapes file not found: {args.shapes}")
+    shapes = read_shapes(args.shapes)
+    workdir = pathlib.Path(args.keep) if args.keep else pathlib.Path(tempfile.mkdtemp(prefix="geomopt_ct_"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    sources = {
+        "loops": workdir / "loops.cpp",
+        "ptree": workdir / "ptree.cpp",
+        "ptree_mixed": workdir / "ptree_mixed.cpp",
+    }
+    sources["loops"].write_text(loops_program(shapes))
+    sources["ptree"].write_text(ptree_program(shapes, mixed=False))
+    sources["ptree_mixed"].write_text(ptree_program(shapes, mixed=True))
+    includes = [ROOT / "ptree" / "include", "/usr/include/eigen3"]
+
+    times = {name: [] for name in sources}
+    for _ in range(args.repeat):
+        for name, src in sources.items():
+            times[name].append(compile_seconds(args.cxx, src, includes))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    labels = {
+        "loops": "loops over std::vector<Eigen::MatrixXf>",
+        "ptree": "ptree walks, flat struct of MatrixXf",
+        "ptree_mixed": "ptree walks, MatrixXf + VectorXf leaves",
+    }
+    print(f"leaves: {len(shapes)}, arities 1..6, 7 walks, {args.cxx} -O2, {args.repeat} runs each, median CPU seconds")
+    for name in sources:
+        runs = ", ".join(f"{t:.2f}" for t in times[name])
+        print(f"{labels[name]:<42} {med[name]:6.2f} s  (runs: {runs})")
+    print(f"ratio ptree / loops: {med['ptree'] / med['loops']:.2f}   "
+          f"(mixed leaf types: {med['ptree_mixed'] / med['loops']:.2f})")
+
+
+if __name__ == "__main__":
+    main()
