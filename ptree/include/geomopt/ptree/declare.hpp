@@ -28,10 +28,13 @@ struct external {};
 
 }  // namespace geomopt::ptree
 
-// A bounded "for each argument" over __VA_ARGS__: every GEOMOPT_PTREE_DETAIL_EXPAND level rescans its argument
-// four times, so five levels give 4^5 = 1024 rescans, one per member. The test suite declares 420 members.
+// A bounded "for each argument" over __VA_ARGS__: each GEOMOPT_PTREE_DETAIL_EXPAND<k> level rescans its argument
+// four times, so the five levels give 4^5 = 1024 rescans, one per member: up to 1024 members. The tests declare 420.
 #define GEOMOPT_PTREE_DETAIL_PARENS ()
 #define GEOMOPT_PTREE_DETAIL_EXPAND(...)    \
+  GEOMOPT_PTREE_DETAIL_EXPAND5(GEOMOPT_PTREE_DETAIL_EXPAND5( \
+      GEOMOPT_PTREE_DETAIL_EXPAND5(GEOMOPT_PTREE_DETAIL_EXPAND5(__VA_ARGS__))))
+#define GEOMOPT_PTREE_DETAIL_EXPAND5(...)   \
   GEOMOPT_PTREE_DETAIL_EXPAND4(GEOMOPT_PTREE_DETAIL_EXPAND4( \
       GEOMOPT_PTREE_DETAIL_EXPAND4(GEOMOPT_PTREE_DETAIL_EXPAND4(__VA_ARGS__))))
 #define GEOMOPT_PTREE_DETAIL_EXPAND4(...)   \
@@ -70,7 +73,7 @@ struct external {};
     GEOMOPT_PTREE_DETAIL_EACH(GEOMOPT_PTREE_DETAIL_VISIT, _, __VA_ARGS__)                \
   }                                                                                      \
   using ptree_children =                                                                 \
-      ::geomopt::ptree::children<GEOMOPT_PTREE_DETAIL_LIST(GEOMOPT_PTREE_DETAIL_MEMBER_TYPE, _, __VA_ARGS__)>
+      ::geomopt::ptree::children<GEOMOPT_PTREE_DETAIL_LIST(GEOMOPT_PTREE_DETAIL_MEMBER_TYPE, _, __VA_ARGS__)>;
 
 /// GEOMOPT_PTREE for a type declared elsewhere; write it at global scope: GEOMOPT_PTREE_EXTERNAL(ns::Type, a, b).
 #define GEOMOPT_PTREE_EXTERNAL(Type, ...)                                                        \
@@ -83,4 +86,4 @@ struct external {};
     using ptree_children =                                                                       \
         ::geomopt::ptree::children<GEOMOPT_PTREE_DETAIL_LIST(GEOMOPT_PTREE_DETAIL_EXTERNAL_TYPE, \
                                                              Type, __VA_ARGS__)>;                \
-  }
+  };

@@ -79,7 +79,10 @@ std::string leaf_type_name(const L& leaf) {
 inline std::string dims_text(const std::vector<Eigen::Index>& dims) {
   if (dims.empty()) return "scalar";
   std::string s;
-  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? "x" : "") + std::to_string(dims[i]);
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (i != 0) s += 'x';
+    s += std::to_string(dims[i]);
+  }
   return s;
 }
 
@@ -194,7 +197,8 @@ std::string summary(const Tree& tree) {
     for (std::size_t c = 0; c < row.size(); ++c) {
       const std::string pad(width[c] - row[c].size(), ' ');
       const bool numeric = c == 3 || c == 4;
-      s += (c ? "  " : "") + (numeric ? pad + row[c] : row[c] + (c + 1 < row.size() ? pad : ""));
+      if (c != 0) s += "  ";
+      s += numeric ? pad + row[c] : row[c] + (c + 1 < row.size() ? pad : "");
     }
     return s + "\n";
   };
