@@ -1,0 +1,63 @@
+# Components of the geomopt package.
+#
+# Each component (ptree, and later manifolds, optimizers, io, ceres) exports its targets into its own file,
+# geomopt_<name>Targets.cmake. geomoptConfig.cmake loads a component's file, after the external packages it needs,
+# only when that component or one requiring it is asked for, so a consumer of ptree never needs Ceres or HDF5.
+
+set(GEOMOPT_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/geomopt")
+
+# geomopt_add_component(<name> TARGETS <target>... [REQUIRES <component>...] [PACKAGES "<args>"...])
+#
+#   REQUIRES  geomopt components whose targets appear in this one's link interface; they must have been added first,
+#             which makes the order of addition an order in which the package can load them.
+#   PACKAGES  external packages a consumer must find, one find_dependency() argument string each ("Ceres 2.1").
+#             Eigen is found for every component and need not be listed. A private dependency of a shared library
+#             (io's HDF5) is not listed; a private dependency of a static library is, since its link line names it.
+function(geomopt_add_component name)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "TARGETS;REQUIRES;PACKAGES")
+  if(arg_UNPARSED_ARGUMENTS OR NOT arg_TARGETS)
+    message(FATAL_ERROR "geomopt_add_component(${name} TARGETS <target>... [REQUIRES ...] [PACKAGES ...])")
+  endif()
+  get_property(added GLOBAL PROPERTY GEOMOPT_COMPONENTS)
+  if(name IN_LIST added)
+    message(FATAL_ERROR "geomopt_add_component: component '${name}' is added twice")
+  endif()
+  foreach(required IN LISTS arg_REQUIRES)
+    if(NOT required IN_LIST added)
+      message(FATAL_ERROR "geomopt_add_component(${name}): requires '${required}', which must be added before it")
+    endif()
+  endforeach()
+
+  set_property(GLOBAL APPEND PROPERTY GEOMOPT_COMPONENTS "${name}")
+  set_property(GLOBAL PROPERTY GEOMOPT_COMPONENT_${name}_REQUIRES "${arg_REQUIRES}")
+  set_property(GLOBAL PROPERTY GEOMOPT_COMPONENT_${name}_PACKAGES "${arg_PACKAGES}")
+
+  if(GEOMOPT_INSTALL)
+    install(TARGETS ${arg_TARGETS}
+      EXPORT geomopt_${name}Targets
+      ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}"
+      LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}"
+      RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}")
+    install(EXPORT geomopt_${name}Targets
+      NAMESPACE geomopt::
+      FILE geomopt_${name}Targets.cmake
+      DESTINATION "${GEOMOPT_INSTALL_CMAKEDIR}")
+  endif()
+endfunction()
+
+# Sets <out_var> to CMake code describing every added component, for geomoptConfig.cmake.in.
+function(geomopt_component_table out_var)
+  get_property(components GLOBAL PROPERTY GEOMOPT_COMPONENTS)
+  set(table "set(_geomopt_components ${components})\n")
+  foreach(component IN LISTS components)
+    get_property(requires GLOBAL PROPERTY GEOMOPT_COMPONENT_${component}_REQUIRES)
+    get_property(packages GLOBAL PROPERTY GEOMOPT_COMPONENT_${component}_PACKAGES)
+    set(quoted "")
+    foreach(package IN LISTS packages)
+      string(APPEND quoted " \"${package}\"")
+    endforeach()
+    string(APPEND table "set(_geomopt_${component}_requires ${requires})\n")
+    string(APPEND table "set(_geomopt_${component}_packages${quoted})\n")
+  endforeach()
+  set(${out_var} "${table}" PARENT_SCOPE)
+endfunction()
