@@ -6,6 +6,8 @@ Generates two translation units from the shapes file:
              for_each_with_path, map, map_into, fold, for_each_storage, fold_storage) instantiated at arities 1 to 6;
   loops.cpp  the same work written as loops over std::vector<Eigen::MatrixXf>.
 Compiles each with g++ -O2 several times, alternating, and prints the medians and their ratio (ptree / loops).
+Two control programs split the ptree figure: the headers and the struct declaration alone, and those plus one map
+(the struct's constructor and destructor, its child layout and one walk: what any program that copies it pays).
 
 usage: benchmarks/compile_time.py [--shapes FILE] [--repeat N] [--cxx g++] [--keep DIR]
 """
@@ -80,6 +82,15 @@ def ptree_program(shapes, mixed):
     return "\n".join(out) + "\n"
 
 
+def struct_program(shapes):
+    """What any program that walks and copies the struct pays once: the struct's constructor and destructor (an
+    exception cleanup per member), its child layout and one walk. The rest of ptree.cpp is the walks themselves."""
+    src = ptree_program(shapes, mixed=False)
+    head = src.split("float sink;", 1)[0]
+    return head + ("float sink;\n"
+                   "Tree copy(const Tree& t) { return gp::map([](const auto& a) { return a; }, t); }\n")
+
+
 def loops_program(shapes):
     n = len(shapes)
     out = [
@@ -149,10 +160,14 @@ def main():
         "loops": workdir / "loops.cpp",
         "ptree": workdir / "ptree.cpp",
         "ptree_mixed": workdir / "ptree_mixed.cpp",
+        "struct": workdir / "struct.cpp",
+        "headers": workdir / "headers.cpp",
     }
     sources["loops"].write_text(loops_program(shapes))
     sources["ptree"].write_text(ptree_program(shapes, mixed=False))
     sources["ptree_mixed"].write_text(ptree_program(shapes, mixed=True))
+    sources["struct"].write_text(struct_program(shapes))
+    sources["headers"].write_text(ptree_program(shapes, mixed=False).split("float sink;", 1)[0])
     includes = [ROOT / "ptree" / "include", "/usr/include/eigen3"]
 
     times = {name: [] for name in sources}
@@ -164,6 +179,8 @@ def main():
         "loops": "loops over std::vector<Eigen::MatrixXf>",
         "ptree": "ptree walks, flat struct of MatrixXf",
         "ptree_mixed": "ptree walks, MatrixXf + VectorXf leaves",
+        "struct": "  of which: headers + struct + one map",
+        "headers": "  of which: headers + struct declaration",
     }
     print(f"leaves: {len(shapes)}, arities 1..6, 7 walks, {args.cxx} -O2, {args.repeat} runs each, median CPU seconds")
     for name in sources:
@@ -171,6 +188,10 @@ def main():
         print(f"{labels[name]:<42} {med[name]:6.2f} s  (runs: {runs})")
     print(f"ratio ptree / loops: {med['ptree'] / med['loops']:.2f}   "
           f"(mixed leaf types: {med['ptree_mixed'] / med['loops']:.2f})")
+    walks = med["ptree"] - med["struct"]
+    loop_work = med["loops"] - med["headers"]
+    print(f"the 42 walks beyond the struct's one-time cost: {walks:.2f} s; the loops beyond the headers: "
+          f"{loop_work:.2f} s (ratio {walks / loop_work:.2f})")
 
 
 if __name__ == "__main__":

@@ -114,9 +114,11 @@ void convert_into(D& d, const S& s, CopiedNodes& copied) {
   }
 }
 
-// A deep copy of src as a Dst, a tree of src's shape (possibly of other scalars).
+// A deep copy of src as a Dst, a tree of src's shape (possibly of other scalars). Not inlined: constructing a wide
+// struct is a lot of code (one exception cleanup per member), and every map, cast and unflatten of a tree type
+// shares this one copy.
 template <class Dst, class Src>
-Dst convert(const Src& src) {
+[[gnu::noinline]] Dst convert(const Src& src) {
   Dst dst{};
   CopiedNodes copied;
   convert_into(dst, src, copied);

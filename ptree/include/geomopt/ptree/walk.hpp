@@ -116,7 +116,8 @@ void for_each(S, F&& f, T&&... trees) {
 template <class F, class... T>
   requires(!selection<F>)
 void for_each(F&& f, T&&... trees) {
-  for_each(params, f, trees...);
+  detail::ForEachLeaf<F> v{f};
+  detail::walk<params_t>(v, trees...);
 }
 
 template <selection S, class F, class... T>
@@ -127,7 +128,8 @@ void for_each_with_path(S, F&& f, T&&... trees) {
 template <class F, class... T>
   requires(!selection<F>)
 void for_each_with_path(F&& f, T&&... trees) {
-  for_each_with_path(params, f, trees...);
+  detail::ForEachLeafWithPath<F> v{f};
+  detail::walk<params_t>(v, trees...);
 }
 
 template <selection S, class F, class Dest, class... Src>
@@ -138,7 +140,8 @@ void map_into(S, F&& f, Dest& dest, Src&&... srcs) {
 template <class F, class Dest, class... Src>
   requires(!selection<F>)
 void map_into(F&& f, Dest& dest, Src&&... srcs) {
-  map_into(params, f, dest, srcs...);
+  detail::MapIntoLeaf<F> v{f};
+  detail::walk<params_t>(v, dest, srcs...);
 }
 
 template <selection S, class Op, class Acc, class... T>
@@ -150,7 +153,9 @@ detail::bare<Acc> fold(S, Op&& op, Acc&& init, T&&... trees) {
 template <class Op, class Acc, class... T>
   requires(!selection<Op>)
 detail::bare<Acc> fold(Op&& op, Acc&& init, T&&... trees) {
-  return fold(params, op, std::forward<Acc>(init), trees...);
+  detail::FoldLeaf<Op, detail::bare<Acc>> v{op, std::forward<Acc>(init)};
+  detail::walk<params_t>(v, trees...);
+  return std::move(v.acc);
 }
 
 template <selection S, class F, class... T>
@@ -161,7 +166,8 @@ void for_each_storage(S, F&& f, T&&... trees) {
 template <class F, class... T>
   requires(!selection<F>)
 void for_each_storage(F&& f, T&&... trees) {
-  for_each_storage(params, f, trees...);
+  detail::ForEachBlock<F> v{f};
+  detail::walk<params_t>(v, trees...);
 }
 
 template <selection S, class Op, class Acc, class... T>
@@ -173,7 +179,9 @@ detail::bare<Acc> fold_storage(S, Op&& op, Acc&& init, T&&... trees) {
 template <class Op, class Acc, class... T>
   requires(!selection<Op>)
 detail::bare<Acc> fold_storage(Op&& op, Acc&& init, T&&... trees) {
-  return fold_storage(params, op, std::forward<Acc>(init), trees...);
+  detail::FoldBlock<Op, detail::bare<Acc>> v{op, std::forward<Acc>(init)};
+  detail::walk<params_t>(v, trees...);
+  return std::move(v.acc);
 }
 
 }  // namespace geomopt::ptree

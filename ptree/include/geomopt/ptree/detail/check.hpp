@@ -75,99 +75,72 @@ std::string tie_description(const Tree& tree, const std::string& path) {
                        std::to_string(rows ? r : c) + " in tree " + std::to_string(i));
 }
 
-template <class... Roots>
+// Compares tree 0 with tree `index` (a run-time number, only for messages): one instantiation per pair of tree
+// types, shared by the walks of every arity.
+template <class T0, class T1>
 struct ShapeCheck {
   static constexpr bool kPaths = true;
   static constexpr bool kAllTies = true;
-  std::tuple<const Roots&...> roots;
+  const T0& root0;
+  const T1& root1;
+  std::size_t index;
 
-  template <class... Sizes>
-  void on_vector(const Path& path, std::size_t n0, Sizes... n) {
-    std::size_t i = 1;
-    ((n != n0 ? count_mismatch(path, " elements", n0, n, i) : void(), ++i), ...);
+  void on_vector(const Path& path, std::size_t n0, std::size_t n1) {
+    if (n0 != n1) count_mismatch(path, " elements", n0, n1, index);
   }
-
-  template <class... Present>
-  void on_optional(const Path& path, bool p0, Present... p) {
-    std::size_t i = 1;
-    ((p != p0 ? presence_mismatch(path, p0, i) : void(), ++i), ...);
+  void on_optional(const Path& path, bool present0, bool present1) {
+    if (present0 != present1) presence_mismatch(path, present0, index);
   }
-
-  template <class... Index>
-  void on_variant(const Path& path, std::size_t a0, Index... a) {
-    std::size_t i = 1;
-    ((a != a0 ? alternative_mismatch(path, a0, a, i) : void(), ++i), ...);
+  void on_variant(const Path& path, std::size_t a0, std::size_t a1) {
+    if (a0 != a1) alternative_mismatch(path, a0, a1, index);
   }
-
-  template <class M0, class... Ms>
-  void on_map(const Path& path, const M0& m0, const Ms&... ms) {
-    std::size_t i = 1;
-    (compare_keys(path, m0, ms, i++), ...);
-  }
-
-  template <class M0, class M>
-  static void compare_keys(const Path& path, const M0& m0, const M& m, std::size_t i) {
+  template <class M0, class M1>
+  void on_map(const Path& path, const M0& m0, const M1& m1) {
     auto a = m0.begin();
-    auto b = m.begin();
-    for (; a != m0.end() && b != m.end(); ++a, ++b)
-      if (a->first != b->first) fail(path, "key \"" + a->first + "\"", "key \"" + b->first + "\"", i);
-    if (m0.size() != m.size()) count_mismatch(path, " keys", m0.size(), m.size(), i);
+    auto b = m1.begin();
+    for (; a != m0.end() && b != m1.end(); ++a, ++b)
+      if (a->first != b->first) fail(path, "key \"" + a->first + "\"", "key \"" + b->first + "\"", index);
+    if (m0.size() != m1.size()) count_mismatch(path, " keys", m0.size(), m1.size(), index);
   }
-
-  template <class Ids, class... N>
-  void on_shared(const Path& path, const Ids& ids, const N&... n) {
-    const bool null0 = !first(n...);
-    std::size_t i = 0;
-    (((i != 0 && (!n) != null0) ? null_mismatch(path, null0, i) : void(), ++i), ...);
-    if (null0) return;
-    for (std::size_t t = 1; t < ids.size(); ++t)
-      if (ids[t] != ids[0]) tie_mismatch(path, t, std::index_sequence_for<Roots...>{});
-  }
-
-  template <std::size_t... I>
-  [[noreturn]] void tie_mismatch(const Path& path, std::size_t t, std::index_sequence<I...>) {
-    const std::string p = path.str();
-    std::string what_t;
-    ((I == t ? (what_t = tie_description(std::get<I>(roots), p), 0) : 0), ...);
-    fail(path, tie_description(std::get<0>(roots), p), what_t, t);
-  }
-
-  template <class L0, class... L>
-  void leaf(const Path& path, const L0& l0, const L&... l) {
-    if constexpr (sizeof...(L) > 0) {
-      std::size_t i = 1;
-      (compare_leaf(path, l0, l, i++), ...);
+  template <class Ids, class N0, class N1>
+  void on_shared(const Path& path, const Ids& ids, const N0& n0, const N1& n1) {
+    if (!n0 != !n1) null_mismatch(path, !n0, index);
+    if (n0 && ids[0] != ids[1]) {
+      const std::string p = path.str();
+      fail(path, tie_description(root0, p), tie_description(root1, p), index);
     }
   }
-
-  template <class L0, class L>
-  static void compare_leaf(const Path& path, const L0& l0, const L& l, std::size_t i) {
+  template <class L0, class L1>
+  void leaf(const Path& path, const L0& l0, const L1& l1) {
     auto&& b0 = blocks(l0);
-    auto&& b = blocks(l);
+    auto&& b1 = blocks(l1);
     constexpr std::size_t nb = std::tuple_size_v<bare<decltype(b0)>>;
-    static_assert(nb == std::tuple_size_v<bare<decltype(b)>>, "leaves of one position differ in storage blocks");
+    static_assert(nb == std::tuple_size_v<bare<decltype(b1)>>, "leaves of one position differ in storage blocks");
     [&]<std::size_t... B>(std::index_sequence<B...>) {
-      (compare_block(path, nb > 1, B, std::get<B>(b0), std::get<B>(b), i), ...);
+      (compare_block(path, nb > 1, B, std::get<B>(b0), std::get<B>(b1)), ...);
     }(std::make_index_sequence<nb>{});
   }
-
-  template <class B0, class B>
-  static void compare_block(const Path& path, bool several, std::size_t block, const B0& b0, const B& b,
-                            std::size_t i) {
-    const Eigen::Index r0 = block_rows(b0), r = block_rows(b), c0 = block_cols(b0), c = block_cols(b);
-    if (r0 != r || c0 != c) dims_mismatch(path, several, block, r0, r, c0, c, i);
+  template <class B0, class B1>
+  void compare_block(const Path& path, bool several, std::size_t block, const B0& b0, const B1& b1) {
+    const Eigen::Index r0 = block_rows(b0), r1 = block_rows(b1), c0 = block_cols(b0), c1 = block_cols(b1);
+    if (r0 != r1 || c0 != c1) dims_mismatch(path, several, block, r0, r1, c0, c1, index);
   }
 };
 
-// Throws StructureError unless every tree has the shape of the first. Not inlined: every walk of the same trees
-// shares one copy.
+// Throws StructureError unless `tree` (tree number `index` of a walk) has the shape of `tree0`. Not inlined: every
+// walk over the same tree types shares one copy.
+template <class T0, class T1>
+[[gnu::noinline]] void check_shape(const T0& tree0, const T1& tree, std::size_t index) {
+  ShapeCheck<T0, T1> check{tree0, tree, index};
+  Walker<all_t, ShapeCheck<T0, T1>, T0, T1> w(check, tree0, tree);
+  w.node(tree0, tree);
+}
+
+// Throws StructureError unless every tree has the shape of the first: tree 0 against each other tree in turn.
 template <class T0, class... Ts>
-[[gnu::noinline]] void check_shapes(const T0& t0, const Ts&... ts) {
-  if constexpr (sizeof...(Ts) > 0) {
-    ShapeCheck<T0, Ts...> check{{t0, ts...}};
-    Walker<all_t, ShapeCheck<T0, Ts...>, T0, Ts...> w(check, t0, ts...);
-    w.node(t0, ts...);
-  }
+void check_shapes(const T0& t0, const Ts&... ts) {
+  std::size_t index = 1;
+  (check_shape(t0, ts, index++), ...);
 }
 
 }  // namespace geomopt::ptree::detail

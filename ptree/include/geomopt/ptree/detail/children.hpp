@@ -30,6 +30,11 @@ template <class... Ts>
 struct type_list {
   static constexpr std::size_t size = sizeof...(Ts);
 };
+template <class T, class... Ts>
+struct type_list<T, Ts...> {
+  static constexpr std::size_t size = 1 + sizeof...(Ts);
+  using first = T;
+};
 
 // ---- the children of a fixed branch, as a type_list --------------------------------------------------------------
 
@@ -134,120 +139,125 @@ struct branch_info {
   static constexpr auto ids = row_ids<children, distinct>::value;
 };
 
-// Where ptree_walk put child i: its address, its name, and the index of its type in branch_info<T>::distinct.
-struct ChildRecord {
-  void* address;
-  const char* name;
-  std::size_t type;
-};
-
 template <class T>
-[[noreturn, gnu::cold]] void bad_walk(std::size_t i, const char* name) {
-  throw std::logic_error(std::string("geomopt::ptree: the ptree_walk of ") + typeid(T).name() +
-                         " disagrees with its ptree_children at child " + std::to_string(i) + " (\"" +
-                         (name ? name : "") + "\"): they must list the same types in the same order");
+[[noreturn, gnu::cold]] void bad_walk(std::size_t i, const char* name, const char* what) {
+  throw std::logic_error(std::string("geomopt::ptree: the ptree_walk of ") + typeid(T).name() + " " + what +
+                         " at child " + std::to_string(i) + (name ? std::string(" (\"") + name + "\")" : std::string()));
 }
 
-// Records each child as ptree_walk visits it: three stores, no branch, so that the one instantiation of a wide
-// struct's ptree_walk stays cheap to compile. The records are checked afterwards, in a loop.
+// Where the children of a T live (byte offsets from the start of the T) and their names. Member offsets are a
+// property of the type, so this is computed once per type, from the first T walked.
 template <class T>
-struct Collector {
-  ChildRecord* next;
-  ChildRecord* end;
+struct ChildLayout {
+  static constexpr std::size_t size = branch_info<T>::size;
+  std::array<std::ptrdiff_t, size> offsets{};
+  std::array<const char*, size> names{};
+};
+
+// Fills a ChildLayout as ptree_walk visits the children. Its call is not inlined: it runs once per type, and a wide
+// struct's ptree_walk then compiles to a plain list of calls.
+template <class T>
+struct LayoutRecorder {
+  const unsigned char* base;
+  ChildLayout<T>* layout;
+  std::size_t count = 0;
 
   template <class C>
-  void operator()(const char* name, const C& child) {
-    constexpr std::size_t type = index_of<bare<C>, typename branch_info<T>::distinct>::value;
+  [[gnu::noinline]] void operator()(const char* name, const C& child) {
+    using Info = branch_info<T>;
+    constexpr std::size_t type = index_of<bare<C>, typename Info::distinct>::value;
     static_assert(type != kNoIndex, "ptree_walk visits a member whose type ptree_children does not list");
-    if (next != end) *next = {const_cast<void*>(static_cast<const void*>(std::addressof(child))), name, type};
-    ++next;
+    if (count < Info::size) {
+      if (Info::ids[count] != type) bad_walk<T>(count, name, "visits another type than ptree_children lists");
+      const std::ptrdiff_t offset = reinterpret_cast<const unsigned char*>(std::addressof(child)) - base;
+      if (offset < 0 || offset + static_cast<std::ptrdiff_t>(sizeof(C)) > static_cast<std::ptrdiff_t>(sizeof(T)))
+        bad_walk<T>(count, name, "visits an object that is not a member");
+      layout->offsets[count] = offset;
+      layout->names[count] = name;
+    }
+    ++count;
   }
 };
 
-// Always from a const branch, so a struct's ptree_walk is instantiated once, whatever the constness of the walk;
-// the addresses are read back with the constness of the tree they came from. Not inlined, so that every walk over
-// a struct calls the one compiled copy.
 template <class T>
-[[gnu::noinline]] void collect(const T& branch, ChildRecord* records) {
-  using Info = branch_info<T>;
+ChildLayout<T> compute_child_layout(const T& branch) {
+  ChildLayout<T> layout;
+  const auto* base = reinterpret_cast<const unsigned char*>(std::addressof(branch));
   constexpr Kind k = kind_v<T>;
   if constexpr (k == Kind::struct_branch || k == Kind::external_branch) {
-    Collector<T> c{records, records + Info::size};
-    if constexpr (k == Kind::struct_branch) T::ptree_walk(c, branch);
-    else external<T>::ptree_walk(c, branch);
-    if (c.next != records + Info::size) bad_walk<T>(static_cast<std::size_t>(c.next - records), nullptr);
-    for (std::size_t i = 0; i < Info::size; ++i)
-      if (records[i].type != Info::ids[i]) bad_walk<T>(i, records[i].name);
+    LayoutRecorder<T> recorder{base, &layout};
+    if constexpr (k == Kind::struct_branch) T::ptree_walk(recorder, branch);
+    else external<T>::ptree_walk(recorder, branch);
+    if (recorder.count != ChildLayout<T>::size)
+      bad_walk<T>(recorder.count, nullptr, "visits another number of children than ptree_children lists");
   } else {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       const void* const addresses[] = {std::addressof(std::get<I>(branch))...};
-      for (std::size_t i = 0; i < Info::size; ++i) records[i].address = const_cast<void*>(addresses[i]);
-    }(std::make_index_sequence<Info::size>{});
+      for (std::size_t i = 0; i < ChildLayout<T>::size; ++i)
+        layout.offsets[i] = static_cast<const unsigned char*>(addresses[i]) - base;
+    }(std::make_index_sequence<ChildLayout<T>::size>{});
   }
+  return layout;
 }
+
+// The layout of T's children, computed at the first call (thread-safe) and then read from a static.
+template <class T>
+const ChildLayout<T>& child_layout(const T& branch) {
+  static const ChildLayout<T> layout = compute_child_layout(branch);
+  return layout;
+}
+
+// Child i of a branch, as the type C it was recorded as, with the constness of the branch.
+template <class C, class Q>
+auto& child_at(Q& branch, std::ptrdiff_t offset) {
+  using Byte = std::conditional_t<std::is_const_v<Q>, const unsigned char, unsigned char>;
+  using Child = std::conditional_t<std::is_const_v<Q>, const C, C>;
+  return *reinterpret_cast<Child*>(reinterpret_cast<Byte*>(std::addressof(branch)) + offset);
+}
+
+// The children of fixed branches Q... (one per tree), row by row: which distinct row of child types each child
+// belongs to.
+template <class... Q>
+struct FixedBranch {
+  using T0 = bare<std::tuple_element_t<0, std::tuple<Q...>>>;
+  static constexpr std::size_t size = branch_info<T0>::size;
+  static constexpr bool named = kind_v<T0> == Kind::struct_branch || kind_v<T0> == Kind::external_branch;
+  using Rows = typename zip<fixed_children_t<Q>...>::type;
+  using Distinct = typename unique<Rows>::type;
+  static constexpr auto ids = row_ids<Rows, Distinct>::value;
+};
 
 template <class Q, class C>
 using like_const_t = std::conditional_t<std::is_const_v<Q>, const C, C>;
 
-// Calls f with the children of row `id` of Distinct, each read back as the type it was recorded as.
-template <class Distinct, class... Q>
-struct RowDispatch;
-template <class... Rows, class... Q>
-struct RowDispatch<type_list<Rows...>, Q...> {
-  template <class F, class Segment>
-  static void call(std::size_t id, F& f, Segment segment, void* const* at) {
-    if constexpr (sizeof...(Rows) <= 16) {
-      // A few distinct types (the common case): a switch the compiler can inline through.
-      [&]<std::size_t... R>(std::index_sequence<R...>) {
-        ((id == R ? (typed(static_cast<Rows*>(nullptr), f, segment, at, std::index_sequence_for<Q...>{}), 0) : 0),
-         ...);
-      }(std::index_sequence_for<Rows...>{});
-    } else {
-      using Call = void (*)(F&, Segment, void* const*);
-      static constexpr Call table[] = {&typed_entry<Rows, F, Segment>...};
-      table[id](f, segment, at);
-    }
-  }
+template <class... C, class F, class Segment, std::size_t... T, class... Q>
+void call_row(type_list<C...>*, F& f, Segment segment, std::size_t i, std::index_sequence<T...>, Q&... branch) {
+  const std::tuple<const ChildLayout<bare<Q>>&...> layouts{child_layout(std::as_const(branch))...};
+  f(segment, child_at<C>(branch, std::get<T>(layouts).offsets[i])...);
+}
 
-  template <class Row, class F, class Segment>
-  static void typed_entry(F& f, Segment segment, void* const* at) {
-    typed(static_cast<Row*>(nullptr), f, segment, at, std::index_sequence_for<Q...>{});
+template <class Row, class F, class... Q>
+void call_row_at(F& f, std::size_t i, const char* name, Q&... branch) {
+  if constexpr (FixedBranch<Q...>::named) {
+    call_row(static_cast<Row*>(nullptr), f, name, i, std::index_sequence_for<Q...>{}, branch...);
+  } else {
+    (void)name;
+    call_row(static_cast<Row*>(nullptr), f, i, i, std::index_sequence_for<Q...>{}, branch...);
   }
-
-  template <class... C, class F, class Segment, std::size_t... T>
-  static void typed(type_list<C...>*, F& f, Segment segment, void* const* at, std::index_sequence<T...>) {
-    f(segment, *static_cast<like_const_t<Q, C>*>(at[T])...);
-  }
-};
+}
 
 // Calls f(segment, child_of_branch0, child_of_branch1, ...) for each child, in order. The segment is the member
-// name (const char*) for a struct and the index (std::size_t) for a tuple or pair.
-template <class F, class... Q>
-void for_each_child(F&& f, Q&... branch) {
-  using T0 = bare<std::tuple_element_t<0, std::tuple<Q...>>>;
-  constexpr std::size_t m = branch_info<T0>::size;
-  constexpr std::size_t k = sizeof...(Q);
-  if constexpr (m != 0) {
-    using Rows = typename zip<fixed_children_t<Q>...>::type;
-    using Distinct = typename unique<Rows>::type;
-    using Dispatch = RowDispatch<Distinct, Q...>;
-    static constexpr auto ids = row_ids<Rows, Distinct>::value;
-    std::array<std::array<ChildRecord, m>, k> records;
-    {
-      std::size_t t = 0;
-      ((collect(std::as_const(branch), records[t].data()), ++t), ...);
-    }
-    constexpr bool named = kind_v<T0> == Kind::struct_branch || kind_v<T0> == Kind::external_branch;
-    for (std::size_t i = 0; i < m; ++i) {
-      std::array<void*, k> at;
-      for (std::size_t t = 0; t < k; ++t) at[t] = records[t][i].address;
-      if constexpr (named) {
-        Dispatch::call(ids[i], f, records[0][i].name, at.data());
-      } else {
-        Dispatch::call(ids[i], f, i, at.data());
-      }
-    }
-  }
+// name (const char*) for a struct and the index (std::size_t) for a tuple or pair. For the walks that run once per
+// tree type (conversion, tie scans); the walker has its own loop.
+template <class F, class Q0, class... Q>
+void for_each_child(F&& f, Q0& branch0, Q&... branch) {
+  using B = FixedBranch<Q0, Q...>;
+  const auto& names = child_layout(std::as_const(branch0)).names;
+  [&]<class... Rows>(type_list<Rows...>*) {
+    using Call = void (*)(F&, std::size_t, const char*, Q0&, Q&...);
+    static constexpr Call table[] = {&call_row_at<Rows, F, Q0, Q...>...};
+    for (std::size_t i = 0; i < B::size; ++i) table[B::ids[i]](f, i, names[i], branch0, branch...);
+  }(static_cast<typename B::Distinct*>(nullptr));
 }
 
 }  // namespace geomopt::ptree::detail

@@ -3,8 +3,9 @@
 // It descends one or more trees of one shape in lockstep (their shapes already checked), visits each selected
 // leaf once, skips a tied node (std::shared_ptr) met before, and never allocates.
 //
-// Compile-time design: the children of a struct or tuple come from for_each_child (children.hpp), so the per-leaf
-// work and the structure check are compiled once per distinct child type, never once per child.
+// Compile-time design: the children of a struct or tuple are recorded by one collector (children.hpp) and walked
+// by a loop, so the per-leaf work and the structure check are compiled once per distinct child type, never once per
+// child.
 #pragma once
 
 #include <array>
@@ -168,7 +169,7 @@ class Walker {
     using T = bare<decltype(first(n...))>;
     constexpr Kind k = kind_v<T>;
     if constexpr (k == Kind::struct_branch || k == Kind::external_branch || k == Kind::tuple) {
-      for_each_child([&](auto segment, auto&... c) { child(segment, c...); }, n...);
+      fixed_children(n...);
     } else if constexpr (k == Kind::vector || k == Kind::array) {
       if constexpr (k == Kind::vector) hook_vector(n...);
       const std::size_t size = first(n...).size();
@@ -186,16 +187,16 @@ class Walker {
       shared_node(n...);
     } else if constexpr (k == Kind::buffer) {
       if constexpr (Sel::kBuffers) {
-        if constexpr (wants_buffer_hook<V>) {
-          call_buffer(n.value()...);
-        } else {
-          call_leaf(n.value()...);
-        }
+        if constexpr (wants_buffer_hook<V> && kPaths) visitor_.buffer(path_, n.value()...);
+        else if constexpr (wants_buffer_hook<V>) visitor_.buffer(n.value()...);
+        else if constexpr (kPaths) visitor_.leaf(path_, n.value()...);
+        else visitor_.leaf(n.value()...);
       }
     } else if constexpr (is_leaf_v<T>) {
       if constexpr (Sel::kParams) {
         static_assert(!std::is_void_v<scalar_t<T>>);  // rejects integer leaves outside a Buffer, with a message
-        call_leaf(n...);
+        if constexpr (kPaths) visitor_.leaf(path_, n...);
+        else visitor_.leaf(n...);
       }
     } else {
       static_assert_known<T>();
@@ -203,6 +204,58 @@ class Walker {
   }
 
  private:
+  // The children of a struct, tuple or pair: a loop over their offsets (children.hpp), with the walk compiled once
+  // per distinct row of child types. Kept flat, since every walk instantiates it.
+  template <class... N>
+  void fixed_children(N&... n) {
+    using B = FixedBranch<N...>;
+    if constexpr (B::size != 0) {
+      const std::array<const std::ptrdiff_t*, sizeof...(N)> offsets = {
+          child_layout(std::as_const(n)).offsets.data()...};
+      [[maybe_unused]] const char* const* names = child_layout(std::as_const(first(n...))).names.data();
+      for (std::size_t i = 0; i < B::size; ++i) {
+        if constexpr (kPaths) {
+          if constexpr (B::named) path_.push_field(names[i]);
+          else path_.push_index(i);
+        }
+        if constexpr (B::Distinct::size == 1) {
+          row(static_cast<typename B::Distinct::first*>(nullptr), offsets, i, std::index_sequence_for<N...>{}, n...);
+        } else {
+          dispatch_row(static_cast<typename B::Distinct*>(nullptr), B::ids[i], offsets, i, n...);
+        }
+        if constexpr (kPaths) path_.pop();
+      }
+    }
+  }
+
+  template <class... Rows, class Offsets, class... N>
+  void dispatch_row(type_list<Rows...>*, std::size_t id, const Offsets& offsets, std::size_t i, N&... n) {
+    if constexpr (sizeof...(Rows) == 1) {
+      (void)id;
+      row(static_cast<Rows*>(nullptr)..., offsets, i, std::index_sequence_for<N...>{}, n...);
+    } else if constexpr (sizeof...(Rows) <= 16) {
+      [&]<std::size_t... R>(std::index_sequence<R...>) {
+        ((id == R ? (row(static_cast<Rows*>(nullptr), offsets, i, std::index_sequence_for<N...>{}, n...), 0) : 0),
+         ...);
+      }(std::index_sequence_for<Rows...>{});
+    } else {
+      // Hundreds of distinct child types: a table, since a fold that wide nests too deep for some compilers.
+      using Call = void (*)(Walker&, const Offsets&, std::size_t, N&...);
+      static constexpr Call table[] = {&row_entry<Rows, Offsets, N...>...};
+      table[id](*this, offsets, i, n...);
+    }
+  }
+
+  template <class Row, class Offsets, class... N>
+  static void row_entry(Walker& w, const Offsets& offsets, std::size_t i, N&... n) {
+    w.row(static_cast<Row*>(nullptr), offsets, i, std::index_sequence_for<N...>{}, n...);
+  }
+
+  template <class... C, class Offsets, std::size_t... T, class... N>
+  void row(type_list<C...>*, const Offsets& offsets, std::size_t i, std::index_sequence<T...>, N&... n) {
+    node(child_at<C>(n, offsets[T][i])...);
+  }
+
   template <class Segment, class... C>
   void child(Segment segment, C&... c) {
     if constexpr (kPaths) {
@@ -302,17 +355,6 @@ class Walker {
     } else {
       if constexpr (requires { visitor_.on_variant(n.index()...); }) visitor_.on_variant(n.index()...);
     }
-  }
-
-  template <class... L>
-  void call_leaf(L&... l) {
-    if constexpr (kPaths) visitor_.leaf(path_, l...);
-    else visitor_.leaf(l...);
-  }
-  template <class... L>
-  void call_buffer(L&... l) {
-    if constexpr (kPaths) visitor_.buffer(path_, l...);
-    else visitor_.buffer(l...);
   }
 
   V& visitor_;
