@@ -9,7 +9,7 @@ Compiles each with g++ -O2 several times, alternating, and prints the medians an
 Two control programs split the ptree figure: the headers and the struct declaration alone, and those plus one map
 (the struct's constructor and destructor, its child layout and one walk: what any program that copies it pays).
 
-usage: benchmarks/compile_time.py [--shapes FILE] [--repeat N] [--cxx g++] [--keep DIR]
+usage: benchmarks/compile_time.py [--shapes FILE] [--repeat N] [--cxx g++] [--keep DIR] [--work light|step]
 """
 import argparse
 import os
@@ -40,9 +40,28 @@ def leaf_type(shape, mixed):
 
 
 # The per-leaf work, identical in both programs. `a` is the leaf of tree 0, `b...` those of the other trees.
-BODY_UPDATE = "a.array() *= 0.5f; ((a.array() += b.array()), ...);"
-BODY_MAP = "auto r = a.eval(); ((r.array() += b.array()), ...); return r;"
-BODY_FOLD = "return acc + a.squaredNorm() + (0.0f + ... + b.squaredNorm());"
+# "light" is the least a walk can do; "step" is shaped like an optimizer's per-leaf update (a few fused Eigen
+# expressions), which is what the walks exist for.
+WORK = {
+    "light": {
+        "update": "a.array() *= 0.5f; ((a.array() += b.array()), ...);",
+        "map": "auto r = a.eval(); ((r.array() += b.array()), ...); return r;",
+        "fold": "return acc + a.squaredNorm() + (0.0f + ... + b.squaredNorm());",
+    },
+    "step": {
+        "update": "a.array() = 0.9f * a.array() + 0.1f * a.array().abs().sqrt(); "
+                  "((a.array() -= 1e-3f * b.array() / (b.array().abs().sqrt() + 1e-8f)), ...);",
+        "map": "auto r = (0.9f * a.array() + 0.1f * a.array().square()).matrix().eval(); "
+               "((r.array() += b.array() / (b.array().abs() + 1e-8f)), ...); return r;",
+        "fold": "return acc + a.squaredNorm() + a.cwiseAbs().maxCoeff() + (0.0f + ... + a.cwiseProduct(b).sum());",
+    },
+}
+BODY_UPDATE = BODY_MAP = BODY_FOLD = ""
+
+
+def set_work(name):
+    global BODY_UPDATE, BODY_MAP, BODY_FOLD
+    BODY_UPDATE, BODY_MAP, BODY_FOLD = WORK[name]["update"], WORK[name]["map"], WORK[name]["fold"]
 
 
 def ptree_program(shapes, mixed):
@@ -116,7 +135,8 @@ def loops_program(shapes):
             f"  auto mp = [](const auto& a, const auto&... b) {{ {BODY_MAP} }};",
             f"  Leaves m({n});",
             f"  for (std::size_t i = 0; i < {n}; ++i) m[i] = mp(t0[i]{at});",
-            (f"  for (std::size_t i = 0; i < {n}; ++i) t0[i] = mp(m[i]{at_m});" if k > 1 else
+            (f"  auto mp2 = [](const auto& a, const auto&... b) {{ {BODY_MAP} }};\n"
+             f"  for (std::size_t i = 0; i < {n}; ++i) t0[i] = mp2(m[i]{at_m});" if k > 1 else
              f"  auto m1 = [](const auto& a) {{ auto r = a.eval(); r.array() *= 2.0f; return r; }};\n"
              f"  for (std::size_t i = 0; i < {n}; ++i) t0[i] = m1(m[i]);"),
             f"  auto fd = [](float acc, const auto& a, const auto&... b) {{ {BODY_FOLD} }};",
@@ -149,11 +169,13 @@ def main():
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--cxx", default=os.environ.get("CXX", "g++"))
     ap.add_argument("--keep", help="write the generated sources to this folder")
+    ap.add_argument("--work", choices=sorted(WORK), default="light", help="the per-leaf work (default: light)")
     args = ap.parse_args()
 
     if not pathlib.Path(args.shapes).exists():
         sys.exit(f"compile_time.py: shapes file not found: {args.shapes}")
     shapes = read_shapes(args.shapes)
+    set_work(args.work)
     workdir = pathlib.Path(args.keep) if args.keep else pathlib.Path(tempfile.mkdtemp(prefix="geomopt_ct_"))
     workdir.mkdir(parents=True, exist_ok=True)
     sources = {
@@ -182,7 +204,8 @@ def main():
         "struct": "  of which: headers + struct + one map",
         "headers": "  of which: headers + struct declaration",
     }
-    print(f"leaves: {len(shapes)}, arities 1..6, 7 walks, {args.cxx} -O2, {args.repeat} runs each, median CPU seconds")
+    print(f"leaves: {len(shapes)}, arities 1..6, 7 walks, {args.work} per-leaf work, {args.cxx} -O2, "
+          f"{args.repeat} runs each, median CPU seconds")
     for name in sources:
         runs = ", ".join(f"{t:.2f}" for t in times[name])
         print(f"{labels[name]:<42} {med[name]:6.2f} s  (runs: {runs})")
