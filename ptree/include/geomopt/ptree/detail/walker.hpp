@@ -171,17 +171,24 @@ class Walker {
     if constexpr (k == Kind::struct_branch || k == Kind::external_branch || k == Kind::tuple) {
       fixed_children(n...);
     } else if constexpr (k == Kind::vector || k == Kind::array) {
-      if constexpr (k == Kind::vector) hook_vector(n...);
+      if constexpr (k == Kind::vector)
+        hook([&](auto& v, const auto&... p) -> decltype(v.on_vector(p..., n.size()...)) {
+          v.on_vector(p..., n.size()...);
+        });
       const std::size_t size = first(n...).size();
       for (std::size_t i = 0; i < size; ++i) child(i, n[i]...);
     } else if constexpr (k == Kind::map) {
-      hook_map(n...);
+      hook([&](auto& v, const auto&... p) -> decltype(v.on_map(p..., n...)) { v.on_map(p..., n...); });
       map_children(first(n...).size(), n.begin()...);
     } else if constexpr (k == Kind::optional) {
-      hook_optional(n...);
+      hook([&](auto& v, const auto&... p) -> decltype(v.on_optional(p..., n.has_value()...)) {
+        v.on_optional(p..., n.has_value()...);
+      });
       if (first(n...).has_value()) node(*n...);
     } else if constexpr (k == Kind::variant) {
-      hook_variant(n...);
+      hook([&](auto& v, const auto&... p) -> decltype(v.on_variant(p..., n.index()...)) {
+        v.on_variant(p..., n.index()...);
+      });
       variant_children(std::make_index_sequence<std::variant_size_v<T>>{}, first(n...).index(), n...);
     } else if constexpr (k == Kind::shared) {
       shared_node(n...);
@@ -292,15 +299,15 @@ class Walker {
     if constexpr (kTies) {
       if constexpr (wants_all_ties<V>) {
         auto ids = tie_ids(std::index_sequence_for<N...>{}, n...);
-        call_hook_shared(ids, n...);
+        hook_shared(ids, n...);
         if (!n0 || std::get<0>(ids) != kNotTied) return;
       } else {
         if (!n0) {
-          call_hook_shared(std::array<std::size_t, 1>{kNotTied}, n...);
+          hook_shared(std::array<std::size_t, 1>{kNotTied}, n...);
           return;
         }
         const std::size_t id = std::get<0>(ties_.logs).visit(n0);
-        call_hook_shared(std::array<std::size_t, 1>{id}, n...);
+        hook_shared(std::array<std::size_t, 1>{id}, n...);
         if (id != kNotTied) return;
       }
     } else {
@@ -309,51 +316,24 @@ class Walker {
     node(*n...);
   }
 
+  template <class Ids, class... N>
+  void hook_shared(const Ids& ids, N&... n) {
+    hook([&](auto& v, const auto&... p) -> decltype(v.on_shared(p..., ids, n...)) { v.on_shared(p..., ids, n...); });
+  }
+
   template <std::size_t... I, class... N>
   std::array<std::size_t, sizeof...(N)> tie_ids(std::index_sequence<I...>, N&... n) {
     return {(n ? std::get<I>(ties_.logs).visit(n) : kNotTied)...};
   }
 
-  template <class Ids, class... N>
-  void call_hook_shared(const Ids& ids, N&... n) {
+  // Calls the visitor's report (on_vector, on_map, ...) through `call(visitor[, path])` when the visitor has it;
+  // `call` names the report in its return type, so a visitor without it costs nothing.
+  template <class Call>
+  void hook(const Call& call) {
     if constexpr (kPaths) {
-      if constexpr (requires { visitor_.on_shared(path_, ids, n...); }) visitor_.on_shared(path_, ids, n...);
+      if constexpr (std::is_invocable_v<const Call&, V&, const Path&>) call(visitor_, path_);
     } else {
-      if constexpr (requires { visitor_.on_shared(ids, n...); }) visitor_.on_shared(ids, n...);
-    }
-  }
-
-  template <class... N>
-  void hook_vector(N&... n) {
-    if constexpr (kPaths) {
-      if constexpr (requires { visitor_.on_vector(path_, n.size()...); }) visitor_.on_vector(path_, n.size()...);
-    } else {
-      if constexpr (requires { visitor_.on_vector(n.size()...); }) visitor_.on_vector(n.size()...);
-    }
-  }
-  template <class... N>
-  void hook_map(N&... n) {
-    if constexpr (kPaths) {
-      if constexpr (requires { visitor_.on_map(path_, n...); }) visitor_.on_map(path_, n...);
-    } else {
-      if constexpr (requires { visitor_.on_map(n...); }) visitor_.on_map(n...);
-    }
-  }
-  template <class... N>
-  void hook_optional(N&... n) {
-    if constexpr (kPaths) {
-      if constexpr (requires { visitor_.on_optional(path_, n.has_value()...); })
-        visitor_.on_optional(path_, n.has_value()...);
-    } else {
-      if constexpr (requires { visitor_.on_optional(n.has_value()...); }) visitor_.on_optional(n.has_value()...);
-    }
-  }
-  template <class... N>
-  void hook_variant(N&... n) {
-    if constexpr (kPaths) {
-      if constexpr (requires { visitor_.on_variant(path_, n.index()...); }) visitor_.on_variant(path_, n.index()...);
-    } else {
-      if constexpr (requires { visitor_.on_variant(n.index()...); }) visitor_.on_variant(n.index()...);
+      if constexpr (std::is_invocable_v<const Call&, V&>) call(visitor_);
     }
   }
 
