@@ -1,0 +1,4 @@
+// geomopt::manifolds: packed structured matrices (and, to come, the manifolds of docs/manifolds.md).
+#pragma once
+
+#include "geomopt/manifolds/packed.hpp"
