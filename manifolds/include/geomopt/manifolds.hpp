@@ -2,3 +2,4 @@
 #pragma once
 
 #include "geomopt/manifolds/packed.hpp"
+#include "geomopt/manifolds/lie_alg_hor.hpp"
