@@ -3,3 +3,4 @@
 
 #include "geomopt/manifolds/packed.hpp"
 #include "geomopt/manifolds/lie_alg_hor.hpp"
+#include "geomopt/manifolds/global_section.hpp"
