@@ -21,65 +21,6 @@
 namespace geomopt {
 
 template <class T>
-class StiefelLieAlgHorMatrix {
- public:
-  using Scalar = T;
-  using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
-
-  StiefelLieAlgHorMatrix() = default;
-  /// The zero lift for St(N, n); requires 0 <= n <= N.
-  StiefelLieAlgHorMatrix(Eigen::Index N, Eigen::Index n) : a_(check(N, n)), b_(Matrix::Zero(N - n, n)) {}
-  /// Over the given blocks: a is the n x n skew block, b the (N - n) x n block.
-  StiefelLieAlgHorMatrix(SkewSymMatrix<T> a, Matrix b) : a_(std::move(a)), b_(std::move(b)) {
-    if (b_.cols() != a_.n())
-      throw std::invalid_argument("StiefelLieAlgHorMatrix: B has " + std::to_string(b_.cols()) +
-                                  " columns, A is " + std::to_string(a_.n()) + "x" + std::to_string(a_.n()));
-  }
-
-  Eigen::Index N() const noexcept { return a_.n() + b_.rows(); }
-  Eigen::Index n() const noexcept { return a_.n(); }
-  SkewSymMatrix<T>& A() noexcept { return a_; }
-  const SkewSymMatrix<T>& A() const noexcept { return a_; }
-  Matrix& B() noexcept { return b_; }
-  const Matrix& B() const noexcept { return b_; }
-
-  /// The N x N matrix [A, -B^T; B, 0].
-  Matrix dense() const {
-    const Eigen::Index n = this->n(), N = this->N();
-    Matrix d = Matrix::Zero(N, N);
-    d.topLeftCorner(n, n) = a_.dense();
-    d.bottomLeftCorner(N - n, n) = b_;
-    d.topRightCorner(n, N - n) = -b_.transpose();
-    return d;
-  }
-
-  /// dense() * x for an N x m matrix x, from the blocks: [A x1 - B^T x2; B x1] with x1 the first n rows.
-  template <class Derived>
-  Matrix operator*(const Eigen::MatrixBase<Derived>& x) const {
-    const Eigen::Index n = this->n(), N = this->N();
-    if (x.rows() != N)
-      throw std::invalid_argument("StiefelLieAlgHorMatrix * X: X has " + std::to_string(x.rows()) +
-                                  " rows, expected " + std::to_string(N));
-    Matrix out(N, x.cols());
-    const Matrix x1 = x.topRows(n).template cast<T>();
-    out.topRows(n) = a_ * x1 - b_.transpose() * x.bottomRows(N - n).template cast<T>();
-    out.bottomRows(N - n) = b_ * x1;
-    return out;
-  }
-
- private:
-  static Eigen::Index check(Eigen::Index N, Eigen::Index n) {
-    if (n < 0 || n > N)
-      throw std::invalid_argument("StiefelLieAlgHorMatrix: need 0 <= n <= N, got N = " + std::to_string(N) +
-                                  ", n = " + std::to_string(n));
-    return n;
-  }
-
-  SkewSymMatrix<T> a_;
-  Matrix b_;
-};
-
-template <class T>
 class GrassmannLieAlgHorMatrix {
  public:
   using Scalar = T;
@@ -89,7 +30,7 @@ class GrassmannLieAlgHorMatrix {
   /// The zero lift for Gr(N, n); requires 0 <= n <= N.
   GrassmannLieAlgHorMatrix(Eigen::Index N, Eigen::Index n) {
     if (n < 0 || n > N)
-      throw std::invalid_argument("GrassmannLieAlgHorMatrix: need 0 <= n <= N, got N = " + std::to_string(N) +
+      throw std::invalid_argument("LieAlgHorMatrix: need 0 <= n <= N, got N = " + std::to_string(N) +
                                   ", n = " + std::to_string(n));
     b_ = Matrix::Zero(N - n, n);
   }
@@ -110,13 +51,13 @@ class GrassmannLieAlgHorMatrix {
     return d;
   }
 
-  /// dense() * x for an N x m matrix x, from the block: [-B^T x2; B x1].
+  /// dense() * x for an N x m matrix x, from the block: [-B^T x2; B x1] with x1 the first n rows.
   template <class Derived>
   Matrix operator*(const Eigen::MatrixBase<Derived>& x) const {
     const Eigen::Index n = this->n(), N = this->N();
     if (x.rows() != N)
-      throw std::invalid_argument("GrassmannLieAlgHorMatrix * X: X has " + std::to_string(x.rows()) +
-                                  " rows, expected " + std::to_string(N));
+      throw std::invalid_argument("LieAlgHorMatrix * X: X has " + std::to_string(x.rows()) + " rows, expected " +
+                                  std::to_string(N));
     Matrix out(N, x.cols());
     out.topRows(n) = -b_.transpose() * x.bottomRows(N - n).template cast<T>();
     out.bottomRows(N - n) = b_ * x.topRows(n).template cast<T>();
@@ -125,6 +66,50 @@ class GrassmannLieAlgHorMatrix {
 
  private:
   Matrix b_;
+};
+
+// The Stiefel lift is the Grassmann lift plus the skew block A in the top left corner.
+template <class T>
+class StiefelLieAlgHorMatrix {
+ public:
+  using Scalar = T;
+  using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
+
+  StiefelLieAlgHorMatrix() = default;
+  /// The zero lift for St(N, n); requires 0 <= n <= N.
+  StiefelLieAlgHorMatrix(Eigen::Index N, Eigen::Index n) : hor_(N, n), a_(n) {}
+  /// Over the given blocks: a is the n x n skew block, b the (N - n) x n block.
+  StiefelLieAlgHorMatrix(SkewSymMatrix<T> a, Matrix b) : hor_(std::move(b)), a_(std::move(a)) {
+    if (hor_.n() != a_.n())
+      throw std::invalid_argument("StiefelLieAlgHorMatrix: B has " + std::to_string(hor_.n()) +
+                                  " columns, A is " + std::to_string(a_.n()) + "x" + std::to_string(a_.n()));
+  }
+
+  Eigen::Index N() const noexcept { return hor_.N(); }
+  Eigen::Index n() const noexcept { return hor_.n(); }
+  SkewSymMatrix<T>& A() noexcept { return a_; }
+  const SkewSymMatrix<T>& A() const noexcept { return a_; }
+  Matrix& B() noexcept { return hor_.B(); }
+  const Matrix& B() const noexcept { return hor_.B(); }
+
+  /// The N x N matrix [A, -B^T; B, 0].
+  Matrix dense() const {
+    Matrix d = hor_.dense();
+    d.topLeftCorner(n(), n()) = a_.dense();
+    return d;
+  }
+
+  /// dense() * x for an N x m matrix x, from the blocks: [A x1 - B^T x2; B x1] with x1 the first n rows.
+  template <class Derived>
+  Matrix operator*(const Eigen::MatrixBase<Derived>& x) const {
+    Matrix out = hor_ * x;
+    out.topRows(n()) += a_ * x.topRows(n()).template cast<T>();
+    return out;
+  }
+
+ private:
+  GrassmannLieAlgHorMatrix<T> hor_;
+  SkewSymMatrix<T> a_;
 };
 
 // The ptree leaf protocol.
