@@ -29,7 +29,7 @@ struct external {};
 }  // namespace geomopt::ptree
 
 // A bounded "for each argument" over __VA_ARGS__: each GEOMOPT_PTREE_DETAIL_EXPAND<k> level rescans its argument
-// four times, so the five levels give 4^5 = 1024 rescans, one per member: up to 1024 members. The tests declare 420.
+// four times, so the five levels give 4^5 = 1024 rescans, one per member: up to 1024 members. The tests declare 400.
 #define GEOMOPT_PTREE_DETAIL_PARENS ()
 #define GEOMOPT_PTREE_DETAIL_EXPAND(...)    \
   GEOMOPT_PTREE_DETAIL_EXPAND5(GEOMOPT_PTREE_DETAIL_EXPAND5( \
