@@ -237,10 +237,8 @@ class Walker {
 
   template <class... Rows, class Offsets, class... N>
   void dispatch_row(type_list<Rows...>*, std::size_t id, const Offsets& offsets, std::size_t i, N&... n) {
-    if constexpr (sizeof...(Rows) == 1) {
-      (void)id;
-      row(static_cast<Rows*>(nullptr)..., offsets, i, std::index_sequence_for<N...>{}, n...);
-    } else if constexpr (sizeof...(Rows) <= 16) {
+    // (One row is handled by the caller, without a dispatch.)
+    if constexpr (sizeof...(Rows) <= 16) {
       [&]<std::size_t... R>(std::index_sequence<R...>) {
         ((id == R ? (row(static_cast<Rows*>(nullptr), offsets, i, std::index_sequence_for<N...>{}, n...), 0) : 0),
          ...);
