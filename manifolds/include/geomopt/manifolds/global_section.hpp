@@ -2,9 +2,13 @@
 //
 // Built deterministically from Y by a Householder QR factorisation, Y = Q R (no random numbers): with D the diagonal
 // of signs of R (ones past n), lambda = Q D, so lambda [I; 0] = Q_n D_n = Y exactly when Y has orthonormal columns (then
-// R = D_n), and lambda is orthogonal whatever Y is. lambda is held implicitly as n Householder reflectors: applying it
-// or its transpose to an N x m matrix costs O(N n m) time and the section O(N n) memory; dense() forms the N x N matrix
-// and is meant for tests.
+// R = D_n), and lambda is orthogonal whatever Y is.
+//
+// Two representations, chosen by SectionPolicy:
+//   recomputed   n Householder reflectors: applying lambda or its transpose to an N x m matrix costs O(N n m) time,
+//                the section O(N n) memory. A retraction rebuilds it from the new point.
+//   transported  the dense N x N matrix: applying costs O(N^2 m), the section O(N^2) memory, and a retraction moves
+//                it by the step's orthogonal factor, lambda <- lambda (I + W (F - I) W^T), in O(N^2 n).
 #pragma once
 
 #include <Eigen/Core>
@@ -12,11 +16,14 @@
 #include <stdexcept>
 #include <string>
 
+#include "geomopt/manifolds/common.hpp"
+
 namespace geomopt {
 
 template <class T>
 class GlobalSection {
  public:
+  using Scalar = T;
   using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
   using Vector = Eigen::Matrix<T, Eigen::Dynamic, 1>;
 
@@ -24,17 +31,19 @@ class GlobalSection {
 
   /// The section at Y, an N x n matrix with n <= N (orthonormal columns for lambda [I; 0] = Y).
   template <class Derived>
-  explicit GlobalSection(const Eigen::MatrixBase<Derived>& y) {
+  explicit GlobalSection(const Eigen::MatrixBase<Derived>& y, SectionPolicy policy = SectionPolicy::recomputed)
+      : policy_(policy) {
     if (y.cols() > y.rows())
       throw std::invalid_argument("GlobalSection: Y must have at least as many rows as columns, got " +
                                   std::to_string(y.rows()) + "x" + std::to_string(y.cols()));
-    rows_ = y.rows();
-    signs_.resize(y.cols());
-    if (y.cols() == 0) return;  // lambda = I, with no reflector
-    qr_.compute(y.template cast<T>());
-    for (Eigen::Index i = 0; i < y.cols(); ++i) signs_[i] = qr_.matrixQR()(i, i) < T(0) ? T(-1) : T(1);
+    factor(y.template cast<T>());
+    if (policy_ == SectionPolicy::transported) {
+      dense_ = householder_apply(Matrix::Identity(rows_, rows_));
+      qr_ = Eigen::HouseholderQR<Matrix>();
+    }
   }
 
+  SectionPolicy policy() const noexcept { return policy_; }
   Eigen::Index N() const noexcept { return rows_; }
   Eigen::Index n() const noexcept { return signs_.size(); }
 
@@ -42,17 +51,15 @@ class GlobalSection {
   template <class Derived>
   Matrix apply(const Eigen::MatrixBase<Derived>& x) const {
     check_rows(x.rows(), "apply");
-    Matrix out = x.template cast<T>();
-    if (n() == 0) return out;
-    out.topRows(n()).array().colwise() *= signs_.array();
-    out.applyOnTheLeft(qr_.householderQ());
-    return out;
+    if (policy_ == SectionPolicy::transported) return dense_ * x.template cast<T>();
+    return householder_apply(x.template cast<T>());
   }
 
   /// lambda^T * x for an N x m matrix x.
   template <class Derived>
   Matrix apply_transpose(const Eigen::MatrixBase<Derived>& x) const {
     check_rows(x.rows(), "apply_transpose");
+    if (policy_ == SectionPolicy::transported) return dense_.transpose() * x.template cast<T>();
     Matrix out = x.template cast<T>();
     if (n() == 0) return out;
     out.applyOnTheLeft(qr_.householderQ().transpose());
@@ -61,21 +68,68 @@ class GlobalSection {
   }
 
   /// The first n columns of lambda: Y itself when Y has orthonormal columns.
-  Matrix Y() const { return apply(Matrix::Identity(N(), n())); }
+  Matrix Y() const {
+    if (policy_ == SectionPolicy::transported) return dense_.leftCols(n());
+    return apply(Matrix::Identity(N(), n()));
+  }
 
   /// The N x N orthogonal matrix lambda.
-  Matrix dense() const { return apply(Matrix::Identity(N(), N())); }
+  Matrix dense() const {
+    if (policy_ == SectionPolicy::transported) return dense_;
+    return apply(Matrix::Identity(N(), N()));
+  }
+
+  /// Moves the section along a step whose N x N orthogonal factor is G = I + W (F - I) W^T, where W = [E, [0; q]]
+  /// has orthonormal columns (E = [I_n; 0], q an (N - n) x k basis in complement coordinates) and F is the
+  /// (n + k) x (n + k) core of the step; y_new = lambda G E is the new point. recomputed: the section is rebuilt from
+  /// y_new, O(N n^2). transported: lambda <- lambda G, O(N^2 n).
+  void transport(const Matrix& y_new, const Matrix& q, const Matrix& f) {
+    const Eigen::Index n = this->n(), k = q.cols();
+    if (y_new.rows() != N() || y_new.cols() != n || q.rows() != N() - n || f.rows() != n + k || f.cols() != n + k)
+      throw std::invalid_argument("GlobalSection::transport: the step does not fit a section of St(" +
+                                  std::to_string(N()) + ", " + std::to_string(n) + ")");
+    if (policy_ == SectionPolicy::recomputed) {
+      factor(y_new);
+      return;
+    }
+    // lambda W = [lambda E, lambda [0; q]] and lambda G = lambda + (lambda W)(F - I) W^T.
+    Matrix lw(N(), n + k);
+    lw.leftCols(n) = dense_.leftCols(n);
+    lw.rightCols(k).noalias() = dense_.rightCols(N() - n) * q;
+    Matrix g = f;
+    g.diagonal().array() -= T(1);
+    const Matrix h = lw * g;
+    dense_.leftCols(n) += h.leftCols(n);
+    dense_.rightCols(N() - n).noalias() += h.rightCols(k) * q.transpose();
+  }
 
  private:
+  void factor(const Matrix& y) {
+    rows_ = y.rows();
+    signs_.resize(y.cols());
+    if (y.cols() == 0) return;  // lambda = I, with no reflector
+    qr_.compute(y);
+    for (Eigen::Index i = 0; i < y.cols(); ++i) signs_[i] = qr_.matrixQR()(i, i) < T(0) ? T(-1) : T(1);
+  }
+
+  Matrix householder_apply(Matrix out) const {
+    if (n() == 0) return out;
+    out.topRows(n()).array().colwise() *= signs_.array();
+    out.applyOnTheLeft(qr_.householderQ());
+    return out;
+  }
+
   void check_rows(Eigen::Index rows, const char* what) const {
     if (rows != N())
       throw std::invalid_argument(std::string("GlobalSection::") + what + ": the argument has " +
                                   std::to_string(rows) + " rows, expected " + std::to_string(N()));
   }
 
+  SectionPolicy policy_ = SectionPolicy::recomputed;
   Eigen::Index rows_ = 0;
   Eigen::HouseholderQR<Matrix> qr_;
   Vector signs_;
+  Matrix dense_;
 };
 
 }  // namespace geomopt

@@ -125,7 +125,7 @@ template <class T, class U>
 StiefelLieAlgHorMatrix<U> rebuild(const StiefelLieAlgHorMatrix<T>& prototype,
                                   std::tuple<Eigen::Matrix<U, Eigen::Dynamic, 1>,
                                              Eigen::Matrix<U, Eigen::Dynamic, Eigen::Dynamic>>&& data) {
-  auto a = SkewSymMatrix<U>::from_storage(std::move(std::get<0>(data)));
+  auto a = rebuild(prototype.A(), std::move(std::get<0>(data)));  // keeps n, also for n = 1
   auto& b = std::get<1>(data);
   if (a.n() != prototype.n() || b.rows() != prototype.N() - prototype.n() || b.cols() != prototype.n())
     throw std::invalid_argument("StiefelLieAlgHorMatrix::rebuild: blocks do not fit St(" +

@@ -6,6 +6,9 @@
 //   SkewSymMatrix<T>      n(n-1)/2     i > j:  s[i(i-1)/2 + j];  i < j: -(j, i);  i == j: 0
 //   LowerTriangular<T>    n(n-1)/2     i > j:  s[i(i-1)/2 + j];  otherwise 0   (strict lower triangle, row by row)
 //   UpperTriangular<T>    n(n-1)/2     i < j:  s[j(j-1)/2 + i];  otherwise 0   (strict upper triangle, column by column)
+//   ScaledSymmetricMatrix<T>  n(n+1)/2 as SymmetricMatrix, with the off-diagonal entries stored times sqrt(2) (the
+//                                     "svec" of semidefinite programming): s . t = tr(dense(s) dense(t)), so the
+//                                     storage is an orthonormal coordinate vector for the Frobenius inner product
 //
 // Invariants: dense() is the matrix the storage denotes; from_dense(dense()) restores the storage; pullback(G) is
 // the adjoint of storage -> dense, so <pullback(G), s> = <G, dense(s)> for every s and G (the gradient with respect
@@ -24,11 +27,13 @@
 namespace geomopt {
 namespace detail {
 
-enum class Packing { symmetric, skew, lower, upper };
+enum class Packing { symmetric, skew, lower, upper, scaled_symmetric };
+
+inline constexpr bool symmetric_like(Packing p) { return p == Packing::symmetric || p == Packing::scaled_symmetric; }
 
 template <Packing P>
 constexpr Eigen::Index packed_size(Eigen::Index n) {
-  return P == Packing::symmetric ? n * (n + 1) / 2 : n * (n - 1) / 2;
+  return symmetric_like(P) ? n * (n + 1) / 2 : n * (n - 1) / 2;
 }
 
 // Solves packed_size<P>(n) == size for n, or returns -1.
@@ -44,6 +49,7 @@ template <Packing P>
 constexpr std::pair<Eigen::Index, int> packed_index(Eigen::Index i, Eigen::Index j) {
   switch (P) {
     case Packing::symmetric:
+    case Packing::scaled_symmetric:
       return i >= j ? std::pair<Eigen::Index, int>{i * (i + 1) / 2 + j, 1}
                     : std::pair<Eigen::Index, int>{j * (j + 1) / 2 + i, 1};
     case Packing::skew:
@@ -58,12 +64,20 @@ constexpr std::pair<Eigen::Index, int> packed_index(Eigen::Index i, Eigen::Index
   return {0, 0};
 }
 
+// The factor between a stored value and the dense entries it denotes: 1, except sqrt(1/2) off the diagonal of the
+// scaled symmetric packing.
+template <Packing P>
+constexpr double packed_weight(Eigen::Index i, Eigen::Index j) {
+  return P == Packing::scaled_symmetric && i != j ? 0.70710678118654752440 : 1.0;
+}
+
 inline constexpr const char* packing_name(Packing p) {
   switch (p) {
     case Packing::symmetric: return "SymmetricMatrix";
     case Packing::skew: return "SkewSymMatrix";
     case Packing::lower: return "LowerTriangular";
     case Packing::upper: return "UpperTriangular";
+    case Packing::scaled_symmetric: return "ScaledSymmetricMatrix";
   }
   return "";
 }
@@ -85,7 +99,7 @@ class PackedMatrix {
     const Eigen::Index n = packed_order<P>(s.size());
     if (n < 0)
       throw std::invalid_argument(std::string(packing_name(P)) + ": storage of length " + std::to_string(s.size()) +
-                                  " is not n(n" + (P == Packing::symmetric ? "+" : "-") + "1)/2 for any n");
+                                  " is not n(n" + (symmetric_like(P) ? "+" : "-") + "1)/2 for any n");
     PackedMatrix a;
     a.n_ = n;
     a.s_ = std::move(s);
@@ -103,10 +117,10 @@ class PackedMatrix {
       for (Eigen::Index j = 0; j < a.n_; ++j) {
         const auto [k, sign] = packed_index<P>(i, j);
         if (sign == 0 || !owns(i, j)) continue;
-        if constexpr (P == Packing::symmetric) {
-          a.s_[k] = i == j ? T(m(i, i)) : T((m(i, j) + m(j, i)) / 2);
+        if constexpr (symmetric_like(P)) {
+          a.s_[k] = i == j ? T(m(i, i)) : T(T(m(i, j) + m(j, i)) * T(0.5 / packed_weight<P>(i, j)));
         } else if constexpr (P == Packing::skew) {
-          a.s_[k] = T((m(i, j) - m(j, i)) / 2);
+          a.s_[k] = T(T(m(i, j) - m(j, i)) * T(0.5));
         } else {
           a.s_[k] = T(m(i, j));
         }
@@ -122,7 +136,9 @@ class PackedMatrix {
   /// Entry (i, j) of the dense form.
   T operator()(Eigen::Index i, Eigen::Index j) const {
     const auto [k, sign] = packed_index<P>(i, j);
-    return sign == 0 ? T(0) : sign > 0 ? s_[k] : T(-s_[k]);
+    if (sign == 0) return T(0);
+    const T v = packed_weight<P>(i, j) == 1.0 ? s_[k] : T(s_[k] * packed_weight<P>(i, j));
+    return sign > 0 ? v : T(-v);
   }
 
   Dense dense() const {
@@ -143,7 +159,7 @@ class PackedMatrix {
     for (Eigen::Index j = 0; j < n_; ++j) {
       for (Eigen::Index i = 0; i < n_; ++i) {
         const auto [k, sign] = packed_index<P>(i, j);
-        if (sign != 0) out[k] += sign > 0 ? T(g(i, j)) : T(-g(i, j));
+        if (sign != 0) out[k] += T(packed_weight<P>(i, j) * (sign > 0 ? 1.0 : -1.0)) * T(g(i, j));
       }
     }
     return out;
@@ -184,7 +200,7 @@ class PackedMatrix {
 
   // Whether (i, j) is the entry that holds its storage value (the other of a symmetric or skew pair mirrors it).
   static constexpr bool owns(Eigen::Index i, Eigen::Index j) {
-    return P == Packing::upper ? i < j : P == Packing::symmetric ? i >= j : i > j;
+    return P == Packing::upper ? i < j : symmetric_like(P) ? i >= j : i > j;
   }
 
   // f(i, j, value) for every nonzero entry of the dense form, from the storage.
@@ -194,9 +210,10 @@ class PackedMatrix {
       for (Eigen::Index j = 0; j < n_; ++j) {
         if (!owns(i, j)) continue;
         const auto [k, sign] = packed_index<P>(i, j);
-        f(i, j, s_[k]);
-        if constexpr (P == Packing::symmetric) {
-          if (i != j) f(j, i, s_[k]);
+        const T v = packed_weight<P>(i, j) == 1.0 ? s_[k] : T(s_[k] * packed_weight<P>(i, j));
+        f(i, j, v);
+        if constexpr (symmetric_like(P)) {
+          if (i != j) f(j, i, v);
         } else if constexpr (P == Packing::skew) {
           f(j, i, T(-s_[k]));
         }
@@ -224,7 +241,10 @@ PackedMatrix<U, P> rebuild(const PackedMatrix<T, P>& prototype, Eigen::Matrix<U,
     throw std::invalid_argument(std::string(packing_name(P)) + "::rebuild: storage of length " +
                                 std::to_string(data.size()) + ", expected " +
                                 std::to_string(prototype.storage().size()));
-  return PackedMatrix<U, P>::from_storage(std::move(data));
+  // n comes from the prototype: a storage of length 0 fits both n = 0 and n = 1 for the strict packings.
+  PackedMatrix<U, P> out(prototype.n());
+  out.storage() = std::move(data);
+  return out;
 }
 template <class T, Packing P>
 std::string ptree_type_name(const PackedMatrix<T, P>&) {
@@ -241,6 +261,8 @@ template <class T>
 using LowerTriangular = detail::PackedMatrix<T, detail::Packing::lower>;
 template <class T>
 using UpperTriangular = detail::PackedMatrix<T, detail::Packing::upper>;
+template <class T>
+using ScaledSymmetricMatrix = detail::PackedMatrix<T, detail::Packing::scaled_symmetric>;
 
 }  // namespace geomopt
 

@@ -1,0 +1,25 @@
+// Names shared by every manifold: the choice of retraction and of how a kept section follows its point.
+#pragma once
+
+#include <random>
+
+namespace geomopt {
+
+/// Which retraction a manifold step uses. For Stiefel, Grassmann, Sphere and SpecialOrthogonal, `cayley` is
+/// lambda (I - X/2)^-1 (I + X/2) [I; 0] and `geodesic` is lambda exp(X) [I; 0] for the lift X (the Riemannian
+/// exponential of the canonical metric). For SPD, `geodesic` is the exponential map of the affine-invariant metric
+/// and `cayley` names its second-order retraction X + U + U X^-1 U / 2.
+enum class Retraction { cayley, geodesic };
+
+/// How a section kept between steps follows its point.
+///   recomputed:  rebuilt from the new point after each retraction (Householder reflectors, O(N n) memory). The
+///                frame of the complement jumps from step to step.
+///   transported: moved by the retraction itself, lambda <- lambda F with F the N x N orthogonal factor of the step,
+///                so tangent coordinates keep one frame. It needs the (N - n)-column complement explicitly: O(N^2)
+///                memory and O(N^2 n) time per step.
+enum class SectionPolicy { recomputed, transported };
+
+/// The random number generator every random_point and random_tangent takes.
+using Rng = std::mt19937_64;
+
+}  // namespace geomopt

@@ -1,0 +1,116 @@
+// Small dense matrix functions the retractions need, written for any scalar an Eigen matrix can hold (float, double,
+// ceres::Jet): the exponential by scaling and squaring of a Taylor polynomial, the Cayley transform, and the
+// exponential, logarithm and square root of symmetric matrices through their eigendecomposition.
+#pragma once
+
+#include <Eigen/Core>
+#include <Eigen/Eigenvalues>
+#include <Eigen/LU>
+#include <cmath>
+#include <stdexcept>
+#include <type_traits>
+
+namespace geomopt::detail {
+
+template <class T>
+using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
+
+// The real part of a scalar: the value itself, or the value of a dual number's real part.
+template <class T>
+double value_of(const T& x) {
+  if constexpr (std::is_arithmetic_v<T>) {
+    return static_cast<double>(x);
+  } else {
+    return value_of(x.a);
+  }
+}
+
+// The 1-norm (largest absolute column sum) of the real parts.
+template <class T>
+double norm1_value(const Mat<T>& m) {
+  double best = 0;
+  for (Eigen::Index j = 0; j < m.cols(); ++j) {
+    double sum = 0;
+    for (Eigen::Index i = 0; i < m.rows(); ++i) sum += std::abs(value_of(m(i, j)));
+    best = sum > best ? sum : best;
+  }
+  return best;
+}
+
+// exp(S) for a square matrix S. S is scaled by 2^-s so that ||S 2^-s||_1 <= 1/2, the Taylor polynomial of degree 15 is
+// evaluated by the Paterson-Stockmeyer scheme (six products), and the result is squared s times. The truncation error
+// at norm 1/2 is below 2^-16 / 16! < 1e-18, under double rounding.
+template <class T>
+Mat<T> expm(const Mat<T>& S) {
+  const Eigen::Index m = S.rows();
+  if (m == 0) return S;
+  const double norm = norm1_value(S);
+  int squarings = 0;
+  if (norm > 0.5) squarings = static_cast<int>(std::ceil(std::log2(norm / 0.5)));
+  const Mat<T> X = S * T(std::ldexp(1.0, -squarings));
+  const Mat<T> I = Mat<T>::Identity(m, m);
+  const Mat<T> X2 = X * X, X3 = X2 * X, X4 = X2 * X2;
+  // Coefficients 1/k! for k = 0..15, in blocks of four: block b is sum_{i<4} c[4b+i] X^i.
+  double c[16];
+  c[0] = 1;
+  for (int k = 1; k < 16; ++k) c[k] = c[k - 1] / k;
+  auto block = [&](int b) -> Mat<T> {
+    return T(c[4 * b]) * I + T(c[4 * b + 1]) * X + T(c[4 * b + 2]) * X2 + T(c[4 * b + 3]) * X3;
+  };
+  Mat<T> F = block(3);
+  for (int b = 2; b >= 0; --b) F = (X4 * F + block(b)).eval();
+  for (int k = 0; k < squarings; ++k) F = (F * F).eval();
+  return F;
+}
+
+// The Cayley transform (I - S/2)^-1 (I + S/2).
+template <class T>
+Mat<T> cayley(const Mat<T>& S) {
+  const Eigen::Index m = S.rows();
+  if (m == 0) return S;
+  const Mat<T> I = Mat<T>::Identity(m, m);
+  const Mat<T> half = S * T(0.5);
+  return Eigen::PartialPivLU<Mat<T>>(I - half).solve(I + half);
+}
+
+// f(W) = Q f(Lambda) Q^T for a symmetric W (floating-point scalars only): f is applied to each eigenvalue.
+template <class T, class F>
+Mat<T> symmetric_function(const Mat<T>& W, F&& f) {
+  static_assert(std::is_floating_point_v<T>, "symmetric matrix functions need a floating-point scalar");
+  Eigen::SelfAdjointEigenSolver<Mat<T>> eig(W);
+  Eigen::Matrix<T, Eigen::Dynamic, 1> values = eig.eigenvalues();
+  for (Eigen::Index i = 0; i < values.size(); ++i) values[i] = f(values[i]);
+  return eig.eigenvectors() * values.asDiagonal() * eig.eigenvectors().transpose();
+}
+
+// The principal logarithm of an orthogonal matrix V with determinant one and no eigenvalue -1, a skew matrix.
+// V is normal, so its real Schur form V = U D U^T is block diagonal (to rounding) with 2 x 2 rotations
+// [c, -s; s, c] and 1 x 1 blocks +1: the logarithm is U blockdiag(theta [0, -1; 1, 0], 0) U^T, theta = atan2(s, c).
+// Floating-point scalars only; throws std::domain_error for an eigenvalue at -1 (the logarithm is not real).
+template <class T>
+Mat<T> log_orthogonal(const Mat<T>& v) {
+  static_assert(std::is_floating_point_v<T>, "log_orthogonal needs a floating-point scalar");
+  const Eigen::Index m = v.rows();
+  if (m == 0) return v;
+  Eigen::RealSchur<Mat<T>> schur(v);
+  const Mat<T>& d = schur.matrixT();
+  Mat<T> l = Mat<T>::Zero(m, m);
+  for (Eigen::Index i = 0; i < m;) {
+    if (i + 1 < m && d(i + 1, i) != T(0)) {
+      const T c = (d(i, i) + d(i + 1, i + 1)) / 2, s = (d(i + 1, i) - d(i, i + 1)) / 2;
+      const T theta = std::atan2(s, c);
+      l(i + 1, i) = theta;
+      l(i, i + 1) = -theta;
+      i += 2;
+    } else {
+      if (d(i, i) < T(0))
+        throw std::domain_error("log_orthogonal: eigenvalue -1, the rotation angle pi has no principal logarithm");
+      i += 1;
+    }
+  }
+  const Mat<T>& u = schur.matrixU();
+  Mat<T> out = u * l * u.transpose();
+  return (out - out.transpose()) * T(0.5);
+}
+
+}  // namespace geomopt::detail
