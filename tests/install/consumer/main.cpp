@@ -1,4 +1,6 @@
-// Uses the installed ptree the way a user would: declare a tree, flatten it, count its parameters.
+// Uses the installed package the way a user would: declare a tree, flatten it, count its parameters; asking for the
+// manifolds component alone must bring ptree with it, and a Stiefel retraction must stay on the manifold.
+#include <geomopt/manifolds.hpp>
 #include <geomopt/ptree.hpp>
 
 #include <Eigen/Core>
@@ -22,5 +24,15 @@ int main() {
     return 1;
   }
   std::puts("consumer: flattened 9 parameters");
+
+  geomopt::Rng rng(7);
+  auto y = geomopt::Stiefel<double>::random_point(rng, 12, 3);
+  const auto xi = geomopt::random_tangent(y, rng);
+  geomopt::retract(y, xi, geomopt::Retraction::geodesic);
+  if (!(geomopt::check(y) < 1e-12)) {
+    std::fprintf(stderr, "consumer: a Stiefel retraction left the manifold, check = %g\n", geomopt::check(y));
+    return 1;
+  }
+  std::puts("consumer: retracted a point of St(12, 3)");
   return 0;
 }

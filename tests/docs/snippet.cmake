@@ -1,0 +1,46 @@
+# Checks that a page of docs/ shows a source file as it is: the fenced code block that follows the line
+# "<!-- snippet: <path> -->" in DOC must equal the file ROOT/<path>, so a compiled example and its page cannot drift.
+# Whole-text string operations only (a CMake list would split C++ at its semicolons).
+#
+#   cmake -D DOC=docs/manifolds.md -D ROOT=<source dir> -P snippet.cmake
+
+cmake_minimum_required(VERSION 3.21)
+
+file(READ "${DOC}" text)
+set(checked 0)
+while(TRUE)
+  string(FIND "${text}" "<!-- snippet: " at)
+  if(at EQUAL -1)
+    break()
+  endif()
+  string(SUBSTRING "${text}" ${at} -1 text)
+  string(FIND "${text}" " -->" end)
+  math(EXPR path_length "${end} - 14")
+  string(SUBSTRING "${text}" 14 ${path_length} path)
+  # The block starts after the first "```" line that follows the marker and ends at the next line "```".
+  string(FIND "${text}" "\n```" open)
+  if(open EQUAL -1)
+    message(FATAL_ERROR "${DOC}: no code block after <!-- snippet: ${path} -->")
+  endif()
+  math(EXPR open "${open} + 4")
+  string(SUBSTRING "${text}" ${open} -1 text)
+  string(FIND "${text}" "\n" eol)
+  math(EXPR eol "${eol} + 1")
+  string(SUBSTRING "${text}" ${eol} -1 text)
+  string(FIND "${text}" "\n```\n" close)
+  if(close EQUAL -1)
+    message(FATAL_ERROR "${DOC}: the code block after <!-- snippet: ${path} --> is not closed")
+  endif()
+  math(EXPR close "${close} + 1")
+  string(SUBSTRING "${text}" 0 ${close} block)
+  string(SUBSTRING "${text}" ${close} -1 text)
+  file(READ "${ROOT}/${path}" expected)
+  if(NOT block STREQUAL expected)
+    message(FATAL_ERROR "${DOC}: the block after <!-- snippet: ${path} --> differs from ${path}")
+  endif()
+  math(EXPR checked "${checked} + 1")
+endwhile()
+if(checked EQUAL 0)
+  message(FATAL_ERROR "${DOC}: no <!-- snippet: ... --> block found")
+endif()
+message(STATUS "${DOC}: ${checked} snippet(s) match their files")
