@@ -93,6 +93,7 @@ Mat<T> solve_right_shifted(const Mat<T>& x, const Mat<T>& m) {
   const double smallest = static_cast<double>(lu.rcond()) * norm1_value(shifted);
   if (m.rows() > 0 && !(smallest > static_cast<double>(m.rows()) * std::numeric_limits<T>::epsilon()))
     throw std::domain_error("inverse_retract (cayley): y is out of reach, z1 + I is singular (a half turn from x)");
+  if (x.rows() == 0) return Mat<T>(0, m.rows());  // SO(n): no complement block (Eigen's solve binds a null pointer)
   return lu.solve(x.transpose()).transpose();
 }
 
