@@ -214,7 +214,7 @@ SPDSection<T> make_section(const SPD<T>& x, SectionPolicy policy = SectionPolicy
 /// X sym(G) X.
 template <class T, class G>
 detail::Mat<T> riemannian_gradient(const SPD<T>& x, const G& egrad) {
-  const detail::Mat<T> g = detail::ambient_matrix<T>(egrad);
+  const detail::Mat<T>& g = detail::ambient_matrix<T>(egrad);
   detail::check_square(x, g, "riemannian_gradient");
   return x.value() * detail::sym<T>(g) * x.value();
 }
@@ -222,7 +222,7 @@ detail::Mat<T> riemannian_gradient(const SPD<T>& x, const G& egrad) {
 /// The whitened Riemannian gradient F^-1 (X sym(G) X) F^-T = F^T sym(G) F.
 template <class T, class G>
 ScaledSymmetricMatrix<T> lift(const SPD<T>& x, const SPDSection<T>& section, const G& egrad) {
-  const detail::Mat<T> g = detail::ambient_matrix<T>(egrad);
+  const detail::Mat<T>& g = detail::ambient_matrix<T>(egrad);
   detail::check_square(x, g, "lift");
   detail::check_section(x, section, "lift");
   return ScaledSymmetricMatrix<T>::from_dense(section.factor().transpose() * detail::sym<T>(g) * section.factor());
@@ -258,7 +258,8 @@ T inner(const SPD<T>& x, const ScaledSymmetricMatrix<T>& xi, const ScaledSymmetr
 /// tr(X^-1 U X^-1 V).
 template <class T, class U, class V>
 T metric(const SPD<T>& x, const U& u_in, const V& v_in) {
-  const detail::Mat<T> u = detail::ambient_matrix<T>(u_in), v = detail::ambient_matrix<T>(v_in);
+  const detail::Mat<T>& u = detail::ambient_matrix<T>(u_in);
+  const detail::Mat<T>& v = detail::ambient_matrix<T>(v_in);
   detail::check_square(x, u, "metric");
   detail::check_square(x, v, "metric");
   Eigen::PartialPivLU<detail::Mat<T>> lu(x.value());
@@ -297,7 +298,7 @@ template <class T, class Y>
 ScaledSymmetricMatrix<T> inverse_retract(const SPD<T>& x, const SPDSection<T>& section, const Y& y_in,
                                          Retraction r = Retraction::cayley) {
   static_assert(std::is_floating_point_v<T>, "inverse_retract needs a floating-point scalar");
-  const detail::Mat<T> y = detail::ambient_matrix<T>(y_in);
+  const detail::Mat<T>& y = detail::ambient_matrix<T>(y_in);
   detail::check_square(x, y, "inverse_retract");
   detail::check_section(x, section, "inverse_retract");
   const detail::Mat<T> w_target = detail::sym<T>(section.whiten(y));

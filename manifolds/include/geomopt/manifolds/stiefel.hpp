@@ -57,7 +57,7 @@ class Stiefel : public detail::PointBase<T, detail::Mat<T>> {
   }
 
   // Hooks of the family (see the functions below).
-  static Matrix as_matrix(const Matrix& v) { return v; }
+  static const Matrix& as_matrix(const Matrix& v) { return v; }
   static Tangent make_tangent(const Matrix& a, Matrix b) {
     return Tangent(SkewSymMatrix<T>::from_dense(a), std::move(b));
   }
@@ -94,7 +94,7 @@ class Grassmann : public detail::PointBase<T, detail::Mat<T>> {
     return Grassmann(detail::haar_stiefel<T>(rng, N, n));
   }
 
-  static Matrix as_matrix(const Matrix& v) { return v; }
+  static const Matrix& as_matrix(const Matrix& v) { return v; }
   static Tangent make_tangent(const Matrix&, Matrix b) { return Tangent(std::move(b)); }
   static std::pair<Matrix, Matrix> blocks(const Tangent& xi) {
     return {Matrix::Zero(xi.n(), xi.n()), xi.B()};
@@ -166,7 +166,7 @@ class SpecialOrthogonal : public detail::PointBase<T, detail::Mat<T>> {
     return SpecialOrthogonal(std::move(x));
   }
 
-  static Matrix as_matrix(const Matrix& v) { return v; }
+  static const Matrix& as_matrix(const Matrix& v) { return v; }
   static Tangent make_tangent(const Matrix& a, const Matrix&) { return Tangent::from_dense(a); }
   static std::pair<Matrix, Matrix> blocks(const Tangent& xi) { return {xi.dense(), Matrix(0, xi.n())}; }
   static Eigen::Index dim(Eigen::Index, Eigen::Index n) { return n * (n - 1) / 2; }
@@ -179,7 +179,7 @@ concept stiefel_family = manifold_point<M> && requires { requires std::remove_cv
 
 template <class M>
 void check_shape(const M& x, const Mat<typename M::Scalar>& v, const char* what) {
-  const auto y = M::as_matrix(x.value());
+  const auto& y = x.value();
   if (v.rows() != y.rows() || v.cols() != y.cols())
     throw std::invalid_argument(std::string(M::kName) + "::" + what + ": expected a " + std::to_string(y.rows()) +
                                 "x" + std::to_string(y.cols()) + " matrix, got " + std::to_string(v.rows()) + "x" +
@@ -228,7 +228,7 @@ Eigen::Index dim(const M& x) {
 template <detail::stiefel_family M>
 typename M::Scalar check(const M& x) {
   using T = typename M::Scalar;
-  const detail::Mat<T> y = M::as_matrix(x.value());
+  const detail::Mat<T>& y = M::as_matrix(x.value());
   T defect = detail::orthonormality_defect(y);
   if constexpr (std::is_same_v<M, SpecialOrthogonal<T>>) {
     if (y.rows() != y.cols()) return T(std::numeric_limits<double>::infinity());
@@ -264,7 +264,8 @@ GlobalSection<typename M::Scalar> make_section(const M& x, SectionPolicy policy 
 template <detail::stiefel_family M, class G>
 typename M::value_type riemannian_gradient(const M& x, const G& egrad) {
   using T = typename M::Scalar;
-  const detail::Mat<T> y = M::as_matrix(x.value()), g = detail::ambient_matrix<T>(egrad);
+  const detail::Mat<T>& y = M::as_matrix(x.value());
+  const detail::Mat<T>& g = detail::ambient_matrix<T>(egrad);
   detail::check_shape(x, g, "riemannian_gradient");
   if constexpr (std::is_same_v<M, Grassmann<T>>) {
     return g - y * (y.transpose() * g);
@@ -278,7 +279,7 @@ typename M::value_type riemannian_gradient(const M& x, const G& egrad) {
 template <detail::stiefel_family M, class G>
 typename M::Tangent lift(const M& x, const GlobalSection<typename M::Scalar>& section, const G& egrad) {
   using T = typename M::Scalar;
-  const detail::Mat<T> g = detail::ambient_matrix<T>(egrad);
+  const detail::Mat<T>& g = detail::ambient_matrix<T>(egrad);
   detail::check_shape(x, g, "lift");
   detail::check_section(x, section, "lift");
   const detail::Mat<T> z = section.apply_transpose(g);
@@ -325,8 +326,9 @@ typename M::Scalar inner(const M& x, const typename M::Tangent& xi, const typena
 template <detail::stiefel_family M, class U, class V>
 typename M::Scalar metric(const M& x, const U& u_in, const V& v_in) {
   using T = typename M::Scalar;
-  const detail::Mat<T> y = M::as_matrix(x.value()), u = detail::ambient_matrix<T>(u_in),
-                       v = detail::ambient_matrix<T>(v_in);
+  const detail::Mat<T>& y = M::as_matrix(x.value());
+  const detail::Mat<T>& u = detail::ambient_matrix<T>(u_in);
+  const detail::Mat<T>& v = detail::ambient_matrix<T>(v_in);
   detail::check_shape(x, u, "metric");
   detail::check_shape(x, v, "metric");
   if constexpr (std::is_same_v<M, Grassmann<T>>) {
@@ -362,7 +364,7 @@ template <detail::stiefel_family M, class Y>
 typename M::Tangent inverse_retract(const M& x, const GlobalSection<typename M::Scalar>& section, const Y& y_in,
                                     Retraction r = Retraction::cayley) {
   using T = typename M::Scalar;
-  const detail::Mat<T> y = detail::ambient_matrix<T>(y_in);
+  const detail::Mat<T>& y = detail::ambient_matrix<T>(y_in);
   detail::check_shape(x, y, "inverse_retract");
   detail::check_section(x, section, "inverse_retract");
   const Eigen::Index n = x.n();

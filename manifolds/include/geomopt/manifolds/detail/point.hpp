@@ -33,13 +33,16 @@ class PointBase {
 template <class M>
 concept manifold_point = requires { requires std::remove_cvref_t<M>::kManifoldPoint; };
 
-// The ambient matrix of a gradient or tangent vector given as a matrix, a vector or a point of a gradient tree.
+// The ambient matrix of a gradient or tangent vector given as a matrix, a vector or a point of a gradient tree: a
+// reference to it when it already is a dynamic matrix of T, a converted copy otherwise.
 template <class T, class G>
-Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> ambient_matrix(const G& g) {
+decltype(auto) ambient_matrix(const G& g) {
   if constexpr (manifold_point<G>) {
-    return g.value().template cast<T>();
+    return ambient_matrix<T>(g.value());
+  } else if constexpr (std::is_same_v<G, Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>>) {
+    return (g);
   } else {
-    return g.template cast<T>();
+    return Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>(g.template cast<T>());
   }
 }
 
