@@ -6,6 +6,7 @@
 
 #include <Eigen/Dense>
 #include <geomopt/manifolds.hpp>
+#include <limits>
 #include <stdexcept>
 
 namespace pt = geomopt::ptree;
@@ -103,4 +104,13 @@ TEST_CASE("lifts as ptree leaves: storage blocks in order, round trips, cast and
   Moments<double> bad = m;
   bad.st.B().resize(2, 2);
   CHECK_THROWS_AS(pt::for_each([](auto&, auto&) {}, m, bad), geomopt::StructureError);
+}
+
+TEST_CASE("a geodesic step by a non-finite lift gives NaN, not undefined behaviour") {
+  // detail::expm counts its squarings from the norm; an infinite norm must not reach the conversion to int.
+  geomopt::Stiefel<double> x(6, 3);
+  geomopt::StiefelLieAlgHorMatrix<double> xi(geomopt::SkewSymMatrix<double>(3), Eigen::MatrixXd::Zero(3, 3));
+  xi.B()(1, 2) = std::numeric_limits<double>::infinity();
+  geomopt::retract(x, xi, geomopt::Retraction::geodesic);
+  CHECK(x.value().array().isNaN().any());
 }

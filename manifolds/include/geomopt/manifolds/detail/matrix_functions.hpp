@@ -7,6 +7,7 @@
 #include <Eigen/Eigenvalues>
 #include <Eigen/LU>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <type_traits>
 
@@ -45,6 +46,8 @@ Mat<T> expm(const Mat<T>& S) {
   const Eigen::Index m = S.rows();
   if (m == 0) return S;
   const double norm = norm1_value(S);
+  // A non-finite input has no exponential; the count of squarings would be an out-of-range conversion.
+  if (!std::isfinite(norm)) return Mat<T>::Constant(m, m, T(std::numeric_limits<double>::quiet_NaN()));
   int squarings = 0;
   if (norm > 0.5) squarings = static_cast<int>(std::ceil(std::log2(norm / 0.5)));
   const Mat<T> X = S * T(std::ldexp(1.0, -squarings));
