@@ -62,11 +62,12 @@ function(geomopt_component_table out_var)
   set(${out_var} "${table}" PARENT_SCOPE)
 endfunction()
 
-# geomopt_add_header_only_component(<name> [REQUIRES <component>...]): the INTERFACE target geomopt_<name> (alias
-# geomopt::<name>) over <name>/include, linking Eigen and the required components, its headers installed, and the
-# component added as above. Call it from <name>/CMakeLists.txt.
+# geomopt_add_header_only_component(<name> [REQUIRES <component>...] [PACKAGES "<args>"...] [LINKS <target>...]):
+# the INTERFACE target geomopt_<name> (alias geomopt::<name>) over <name>/include, linking Eigen, the required
+# components and LINKS (imported targets of PACKAGES), its headers installed, and the component added as above.
+# Call it from <name>/CMakeLists.txt.
 function(geomopt_add_header_only_component name)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "REQUIRES")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "REQUIRES;PACKAGES;LINKS")
   add_library(geomopt_${name} INTERFACE)
   add_library(geomopt::${name} ALIAS geomopt_${name})
   set_target_properties(geomopt_${name} PROPERTIES EXPORT_NAME ${name})
@@ -77,9 +78,9 @@ function(geomopt_add_header_only_component name)
   foreach(required IN LISTS arg_REQUIRES)
     list(APPEND links geomopt::${required})
   endforeach()
-  target_link_libraries(geomopt_${name} INTERFACE ${links})
+  target_link_libraries(geomopt_${name} INTERFACE ${links} ${arg_LINKS})
   target_compile_features(geomopt_${name} INTERFACE cxx_std_20)
-  geomopt_add_component(${name} TARGETS geomopt_${name} REQUIRES ${arg_REQUIRES})
+  geomopt_add_component(${name} TARGETS geomopt_${name} REQUIRES ${arg_REQUIRES} PACKAGES ${arg_PACKAGES})
   if(GEOMOPT_INSTALL)
     install(DIRECTORY include/ DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
   endif()

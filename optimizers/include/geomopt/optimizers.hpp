@@ -1,0 +1,10 @@
+// geomopt::optimizers: SGD, Adam, AdamW, RMSprop and Adagrad (and any kernel written like them) stepping every leaf
+// of a parameter tree in place, each in its own geometry, with per-leaf options, schedules, clipping, EMA and
+// threads (docs/optimizers.md).
+#pragma once
+
+#include "geomopt/optimizers/options.hpp"
+#include "geomopt/optimizers/schedules.hpp"
+#include "geomopt/optimizers/kernels.hpp"
+#include "geomopt/optimizers/state.hpp"
+#include "geomopt/optimizers/optimizer.hpp"

@@ -1,0 +1,482 @@
+// Optimizer<Kernel>: steps every leaf of a parameter tree in place, each in its own geometry, in one fused pass.
+//
+//   geomopt::Adam adam({.lr = 1e-3}, {.clip_norm = 1.0, .threads = 2});
+//   auto state = adam.init(params);                 // or adam.init(params, rule), rule(path) -> LeafOptions
+//   adam.step(params, grads, state);                // grads: a tree of params' type holding Euclidean gradients
+//
+// Euclidean leaves and the storage of packed leaves are stepped entry by entry by the kernel. A manifold leaf's
+// Euclidean gradient is lifted to the tangent coordinates of its global section, the kernel runs on those
+// coordinates (its moments live there) starting from a zero update, and the update is retracted. A step:
+//   1. walks params, grads (and the EMA tree) once to find every unit's numbers; a tree that does not match the
+//      state throws before anything is written;
+//   2. if clipping or a finiteness check is on, reads every gradient once (lifting manifold gradients) and folds
+//      their squared norm; a non-finite gradient is handled by the policy before anything is written;
+//   3. runs each thread's share of the units: chunk by chunk through the kernel, with the clip factor applied to
+//      the gradient chunk and the EMA updated in the same chunk.
+// Nothing in a step allocates.
+#pragma once
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "geomopt/manifolds.hpp"
+#include "geomopt/optimizers/detail/spd_stepper.hpp"
+#include "geomopt/optimizers/detail/stiefel_stepper.hpp"
+#include "geomopt/optimizers/detail/thread_pool.hpp"
+#include "geomopt/optimizers/kernels.hpp"
+#include "geomopt/optimizers/options.hpp"
+#include "geomopt/optimizers/state.hpp"
+#include "geomopt/ptree.hpp"
+
+namespace geomopt {
+namespace detail {
+
+// Entries per chunk: 2 KiB of each array, so a kernel's arrays (at most 2 + kMaxSlots + EMA) stay in L1 between
+// the statements of its update.
+template <class T>
+inline constexpr Eigen::Index kChunkEntries = 2048 / sizeof(T);
+
+template <class B>
+auto* block_data(B& b) {
+  if constexpr (std::is_arithmetic_v<std::remove_cv_t<B>>) {
+    return &b;
+  } else {
+    return b.data();
+  }
+}
+
+template <class B>
+bool block_contiguous(const B& b) {
+  if constexpr (std::is_arithmetic_v<B>) {
+    return true;
+  } else {
+    return b.size() <= 1 || (b.innerStride() == 1 && (b.cols() == 1 || b.rows() == 1 || b.outerStride() == b.rows()));
+  }
+}
+
+template <class K>
+double slot_initial_value(const typename K::Options& o, std::size_t slot) {
+  if constexpr (requires { K::slot_init(o, slot); }) {
+    return K::slot_init(o, slot);
+  } else {
+    return 0;
+  }
+}
+
+// Splits the units among `threads` members: manifold leaves whole, by an estimate of their cost, to the least
+// loaded member; then the Euclidean entries in walk order, cut at multiples of 64 entries, so every member gets
+// about the same share of the total.
+inline std::vector<std::vector<WorkItem>> make_plan(const std::vector<Unit>& units, int threads) {
+  const auto members = static_cast<std::size_t>(threads);
+  std::vector<std::vector<WorkItem>> plan(members);
+  std::vector<double> load(members, 0.0);
+  double euclidean = 0, total = 0;
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    if (units[u].stepper >= 0) {
+      // A retraction costs O(N n^2) against O(N n) for the entry-wise kernel; 16 entries' worth per number is
+      // the order of what St(N, 16) measures.
+      const double cost = 16.0 * static_cast<double>(units[u].param_size);
+      const auto m = static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+      plan[m].push_back({u, 0, units[u].size});
+      load[m] += cost;
+      total += cost;
+    } else {
+      euclidean += static_cast<double>(units[u].size);
+    }
+  }
+  total += euclidean;
+  const double target = total / static_cast<double>(members);
+  std::size_t m = 0;
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    if (units[u].stepper >= 0) continue;
+    Eigen::Index begin = 0;
+    const Eigen::Index size = units[u].size;
+    while (begin < size) {
+      while (m + 1 < members && load[m] >= target) ++m;
+      Eigen::Index take = size - begin;
+      if (m + 1 < members) {
+        const auto room = static_cast<Eigen::Index>(std::ceil((target - load[m]) / 64.0)) * 64;
+        take = std::min(take, std::max<Eigen::Index>(room, 64));
+      }
+      plan[m].push_back({u, begin, begin + take});
+      load[m] += static_cast<double>(take);
+      begin += take;
+    }
+    if (size == 0) plan[m].push_back({u, 0, 0});
+  }
+  return plan;
+}
+
+}  // namespace detail
+
+template <class Kernel>
+class Optimizer {
+ public:
+  using Options = typename Kernel::Options;
+
+  explicit Optimizer(Options options = {}, CommonOptions common = {})
+      : options_(std::move(options)), common_(std::move(common)) {
+    options_.validate();
+    common_.validate();
+    if (common_.threads > 1) pool_ = std::make_unique<detail::ThreadPool>(common_.threads);
+  }
+
+  const Options& options() const noexcept { return options_; }
+  const CommonOptions& common() const noexcept { return common_; }
+
+  /// The state for params: every leaf's options from rule(path) (default LeafOptions when rule is empty), slots
+  /// at their initial values, steppers and sections for manifold leaves, the EMA copy, and the threads' plan.
+  template <class Tree>
+  OptimizerState<Tree> init(const Tree& params, const LeafRule& rule = {}) const {
+    using T = ptree::scalar_t<Tree>;
+    static_assert(std::is_floating_point_v<T>, "Optimizer::init: the tree's trainable scalar must be float or double");
+    OptimizerState<Tree> st;
+    st.optimizer_ = Kernel::kName;
+    st.hyperparameters_ = Kernel::hyperparameters(options_);
+    st.slot_names_ = Kernel::slots(options_);
+    st.threads_ = common_.threads;
+
+    Eigen::Index coordinates = 0, scratch = 0;
+    ptree::for_each_with_path(
+        [&](const ptree::Path& path, const auto& leaf) {
+          using L = std::remove_cvref_t<decltype(leaf)>;
+          const LeafOptions lo = rule ? rule(path) : LeafOptions{};
+          detail::LeafRecord rec;
+          rec.path = path.str();
+          rec.frozen = lo.frozen;
+          rec.first_unit = st.units_.size();
+          if (!(lo.lr_scale >= 0))
+            throw std::invalid_argument(rec.path + ": lr_scale must be >= 0, got " + std::to_string(lo.lr_scale));
+          const double leaf_decay = lo.weight_decay.value_or(default_weight_decay());
+          if (!(leaf_decay >= 0))
+            throw std::invalid_argument(rec.path + ": weight_decay must be >= 0, got " + std::to_string(leaf_decay));
+          if (!lo.frozen) {
+            detail::Unit unit;
+            unit.leaf = st.leaves_.size();
+            unit.lr_scale = lo.lr_scale;
+            unit.weight_decay = leaf_decay;
+            unit.retraction = lo.retraction.value_or(common_.retraction);
+            rec.offset = coordinates;
+            if constexpr (detail::manifold_point<L>) {
+              static_assert(std::is_same_v<typename L::Scalar, T>, "a manifold leaf's scalar must be the tree's");
+              rec.manifold = true;
+              if (lo.weight_decay.has_value() && leaf_decay != 0)
+                throw std::invalid_argument(rec.path + ": weight decay does not apply to manifold leaves (" +
+                                            std::string(L::kName) + "); see docs/optimizers.md");
+              unit.weight_decay = 0;
+              std::unique_ptr<detail::ManifoldStepper<T>> stepper = make_stepper(leaf, common_.section);
+              unit.stepper = static_cast<int>(st.steppers_.size());
+              unit.offset = coordinates;
+              unit.size = stepper->dim();
+              unit.param_size = leaf.value().size();
+              unit.scratch = scratch;
+              scratch += 2 * unit.size;
+              st.steppers_.push_back(std::move(stepper));
+              st.units_.push_back(unit);
+              coordinates += unit.size;
+              rec.rows = unit.size;
+              rec.cols = 1;
+            } else {
+              std::size_t blocks = 0;
+              ptree::detail::for_each_block(
+                  [&](const auto& b) {
+                    static_assert(std::is_same_v<ptree::detail::block_scalar_t<decltype(b)>, T>,
+                                  "Optimizer: every trainable leaf must have the tree's scalar (step a tree of "
+                                  "mixed precision as one tree per precision)");
+                    if (!detail::block_contiguous(b))
+                      throw std::invalid_argument(rec.path + ": a storage block must be contiguous to be stepped");
+                    detail::Unit u = unit;
+                    u.offset = coordinates;
+                    u.size = ptree::detail::block_size(b);
+                    u.param_size = u.size;
+                    st.units_.push_back(u);
+                    coordinates += u.size;
+                    rec.rows = ptree::detail::block_rows(b);
+                    rec.cols = ptree::detail::block_cols(b);
+                    ++blocks;
+                  },
+                  leaf);
+              if (blocks != 1) {
+                rec.rows = coordinates - rec.offset;
+                rec.cols = 1;
+              }
+            }
+            rec.size = coordinates - rec.offset;
+          }
+          rec.units = st.units_.size() - rec.first_unit;
+          st.leaves_.push_back(std::move(rec));
+        },
+        params);
+
+    st.coordinates_ = coordinates;
+    st.slots_.resize(static_cast<Eigen::Index>(st.slot_names_.size()) * coordinates);
+    for (std::size_t s = 0; s < st.slot_names_.size(); ++s)
+      st.slots_.segment(static_cast<Eigen::Index>(s) * coordinates, coordinates)
+          .setConstant(static_cast<T>(detail::slot_initial_value<Kernel>(options_, s)));
+    st.scratch_ = OptimizerState<Tree>::Vector::Zero(scratch);
+    st.pointers_.resize(st.units_.size());
+    st.lifted_.assign(st.units_.size(), 0);
+    st.plan_ = detail::make_plan(st.units_, common_.threads);
+    st.partial_.assign(static_cast<std::size_t>(common_.threads) * 8, 0.0);
+    if (common_.ema_decay > 0) st.ema_.emplace(ptree::cast<T>(params));
+    return st;
+  }
+
+  /// One step: params <- the kernel's update of params by grads, leaf by leaf in its geometry. Returns what it
+  /// did; with NonFinitePolicy::skip a non-finite gradient leaves params and state untouched (report.applied is
+  /// false); with raise it throws NonFiniteGradient, also before anything is written.
+  template <class Tree>
+  StepReport step(Tree& params, const Tree& grads, OptimizerState<Tree>& st) {
+    using T = ptree::scalar_t<Tree>;
+    if (st.optimizer_ != Kernel::kName)
+      throw std::invalid_argument(std::string(Kernel::kName) + "::step: the state was made by " + st.optimizer_ +
+                                  "::init");
+    if (st.threads_ != common_.threads)
+      throw std::invalid_argument(std::string(Kernel::kName) + "::step: the state was made for " +
+                                  std::to_string(st.threads_) + " threads, this optimizer has " +
+                                  std::to_string(common_.threads));
+    collect(params, grads, st);
+
+    StepReport report;
+    const std::int64_t t = st.step_ + 1;
+    report.lr = options_.lr * (common_.schedule ? common_.schedule(t - 1) : 1.0);
+    report.step = st.step_;
+
+    T gscale = T(1);
+    if (common_.clip_norm > 0 || common_.non_finite != NonFinitePolicy::propagate) {
+      const double squared = squared_norm(st);
+      if (!std::isfinite(squared) && common_.non_finite != NonFinitePolicy::propagate) {
+        const std::size_t leaf = first_non_finite(st);
+        if (leaf < st.leaves_.size()) {
+          std::fill(st.lifted_.begin(), st.lifted_.end(), 0);
+          if (common_.non_finite == NonFinitePolicy::raise)
+            throw NonFiniteGradient(st.leaves_[leaf].path + ": the gradient is not finite; nothing was changed");
+          report.non_finite_leaf = &st.leaves_[leaf].path;
+          return report;
+        }
+      }
+      report.grad_norm = std::sqrt(squared);
+      if (common_.clip_norm > 0 && report.grad_norm > common_.clip_norm) {
+        report.clip_scale = common_.clip_norm / (report.grad_norm + 1e-6);
+        gscale = static_cast<T>(report.clip_scale);
+      }
+    }
+
+    const T decay = static_cast<T>(common_.ema_decay);
+    auto member_step = [&](int member) {
+      for (const detail::WorkItem& w : st.plan_[static_cast<std::size_t>(member)])
+        step_item(st, w, t, report.lr, gscale, decay);
+    };
+    run(member_step);
+    st.step_ = t;
+    report.step = t;
+    report.applied = true;
+    return report;
+  }
+
+ private:
+  double default_weight_decay() const {
+    if constexpr (requires { options_.weight_decay; }) {
+      return options_.weight_decay;
+    } else {
+      return 0;
+    }
+  }
+
+  template <class F>
+  void run(F& f) {
+    if (pool_) {
+      pool_->run(f);
+    } else {
+      f(0);
+    }
+  }
+
+  // Finds every unit's numbers in params, grads and the EMA tree, checking them against the state.
+  template <class Tree>
+  static void collect(Tree& params, const Tree& grads, OptimizerState<Tree>& st) {
+    std::size_t leaf = 0;
+    auto visit = [&](auto& p, const auto& g, auto&... e) {
+      using L = std::remove_cvref_t<decltype(p)>;
+      if (leaf >= st.leaves_.size())
+        throw StructureError("Optimizer::step: the tree has more leaves than the state (" +
+                             std::to_string(st.leaves_.size()) + ")");
+      const detail::LeafRecord& rec = st.leaves_[leaf++];
+      if (rec.frozen) return;
+      if constexpr (detail::manifold_point<L>) {
+        detail::Unit& u = st.units_[rec.first_unit];
+        if (!rec.manifold || p.value().size() != u.param_size)
+          throw StructureError(rec.path + ": the leaf does not match the state's (" + std::string(L::kName) + ")");
+        st.pointers_[rec.first_unit] = {p.value().data(), g.value().data(), ema_data(e.value()...)};
+      } else {
+        std::size_t unit = rec.first_unit;
+        ptree::detail::for_each_block(
+            [&](auto& bp, const auto& bg, auto&... be) {
+              if (rec.manifold || unit >= rec.first_unit + rec.units ||
+                  ptree::detail::block_size(bp) != st.units_[unit].size)
+                throw StructureError(rec.path + ": the leaf does not match the state's (its storage changed size)");
+              st.pointers_[unit++] = {detail::block_data(bp), detail::block_data(bg), ema_data(be...)};
+            },
+            p, g, e...);
+        if (unit != rec.first_unit + rec.units)
+          throw StructureError(rec.path + ": the leaf does not match the state's (blocks)");
+      }
+    };
+    if (st.ema_) {
+      ptree::for_each(visit, params, grads, *st.ema_);
+    } else {
+      ptree::for_each(visit, params, grads);
+    }
+    if (leaf != st.leaves_.size())
+      throw StructureError("Optimizer::step: the tree has " + std::to_string(leaf) + " leaves, the state " +
+                           std::to_string(st.leaves_.size()));
+  }
+
+  template <class... E>
+  static auto ema_data(E&... e) {
+    if constexpr (sizeof...(E) == 0) {
+      return static_cast<std::nullptr_t>(nullptr);
+    } else {
+      return detail::block_data(e...);
+    }
+  }
+
+  // The squared global norm of the gradients (a manifold leaf's lifted gradient), in double; lifts manifold
+  // gradients on the way, once.
+  template <class Tree>
+  double squared_norm(OptimizerState<Tree>& st) {
+    using T = ptree::scalar_t<Tree>;
+    using ConstArray = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+    auto member_norm = [&](int member) {
+      double acc = 0;
+      for (const detail::WorkItem& w : st.plan_[static_cast<std::size_t>(member)]) {
+        const detail::Unit& u = st.units_[w.unit];
+        const auto& ptr = st.pointers_[w.unit];
+        if (u.stepper >= 0) {
+          T* gc = st.scratch_.data() + u.scratch;
+          st.steppers_[static_cast<std::size_t>(u.stepper)]->lift(ptr.p, ptr.g, gc);
+          st.lifted_[w.unit] = 1;
+          acc += ConstArray(gc, u.size).template cast<double>().square().sum();
+        } else {
+          acc += ConstArray(ptr.g + w.begin, w.end - w.begin).template cast<double>().square().sum();
+        }
+      }
+      st.partial_[static_cast<std::size_t>(member) * 8] = acc;
+    };
+    run(member_norm);
+    double total = 0;
+    for (int m = 0; m < common_.threads; ++m) total += st.partial_[static_cast<std::size_t>(m) * 8];
+    return total;
+  }
+
+  // The first leaf, in walk order, whose gradient holds a non-finite number; leaf_count() when none does (the
+  // squared norm overflowed).
+  template <class Tree>
+  static std::size_t first_non_finite(const OptimizerState<Tree>& st) {
+    using T = ptree::scalar_t<Tree>;
+    using ConstArray = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+    for (const detail::Unit& u : st.units_) {
+      const auto& ptr = st.pointers_[static_cast<std::size_t>(&u - st.units_.data())];
+      if (!ConstArray(ptr.g, u.param_size).allFinite()) return u.leaf;
+    }
+    return st.leaves_.size();
+  }
+
+  template <class Tree, class T>
+  void step_item(OptimizerState<Tree>& st, const detail::WorkItem& w, std::int64_t t, double lr, T gscale,
+                 T decay) {
+    using Array = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+    using ConstArray = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+    const detail::Unit& u = st.units_[w.unit];
+    const auto& ptr = st.pointers_[w.unit];
+    const auto coeffs = Kernel::template coefficients<T>(options_, LeafStep{t, lr * u.lr_scale, u.weight_decay});
+    const std::size_t nslots = st.slot_names_.size();
+    std::array<T*, kMaxSlots> slots{};
+    for (std::size_t s = 0; s < nslots; ++s)
+      slots[s] = st.slots_.data() + static_cast<Eigen::Index>(s) * st.coordinates_ + u.offset + w.begin;
+
+    if (u.stepper < 0) {
+      run_chunks(coeffs, ptr.p + w.begin, ptr.g + w.begin, slots, nslots, w.end - w.begin, gscale,
+                 ptr.ema != nullptr ? ptr.ema + w.begin : static_cast<T*>(nullptr), decay);
+      return;
+    }
+    auto& stepper = *st.steppers_[static_cast<std::size_t>(u.stepper)];
+    T* gc = st.scratch_.data() + u.scratch;
+    T* delta = gc + u.size;
+    if (!st.lifted_[w.unit]) stepper.lift(ptr.p, ptr.g, gc);
+    st.lifted_[w.unit] = 0;
+    Array(delta, u.size).setZero();
+    run_chunks(coeffs, delta, static_cast<const T*>(gc), slots, nslots, u.size, gscale, static_cast<T*>(nullptr), decay);
+    stepper.retract(ptr.p, delta, u.retraction);
+    if (ptr.ema != nullptr) {
+      Array e(ptr.ema, u.param_size);
+      e = decay * e + (T(1) - decay) * ConstArray(ptr.p, u.param_size);
+    }
+  }
+
+  // The kernel over n entries, chunk by chunk; the gradient chunk is scaled into a stack buffer when clipping.
+  template <class C, class T>
+  static void run_chunks(const C& coeffs, T* p, const T* g, std::array<T*, kMaxSlots> slots, std::size_t nslots,
+                         Eigen::Index n, T gscale, T* ema, T decay) {
+    using Array = typename Chunk<T>::Array;
+    using ConstArray = typename Chunk<T>::ConstArray;
+    constexpr Eigen::Index kLen = detail::kChunkEntries<T>;
+    alignas(64) T scaled[kLen];
+    for (Eigen::Index i = 0; i < n; i += kLen) {
+      const Eigen::Index len = std::min(kLen, n - i);
+      const T* gi = g + i;
+      if (gscale != T(1)) {
+        Array(scaled, len) = gscale * ConstArray(gi, len);
+        gi = scaled;
+      }
+      Chunk<T> x{Array(p + i, len), ConstArray(gi, len),
+                 {Array(nslots > 0 ? slots[0] + i : nullptr, nslots > 0 ? len : 0),
+                  Array(nslots > 1 ? slots[1] + i : nullptr, nslots > 1 ? len : 0),
+                  Array(nslots > 2 ? slots[2] + i : nullptr, nslots > 2 ? len : 0),
+                  Array(nslots > 3 ? slots[3] + i : nullptr, nslots > 3 ? len : 0)}};
+      Kernel::update(coeffs, x);
+      if (ema != nullptr) {
+        Array e(ema + i, len);
+        e = decay * e + (T(1) - decay) * x.p;
+      }
+    }
+  }
+
+  Options options_;
+  CommonOptions common_;
+  std::unique_ptr<detail::ThreadPool> pool_;
+};
+
+using SGD = Optimizer<SGDKernel>;
+using Adam = Optimizer<AdamKernel>;
+using AdamW = Optimizer<AdamWKernel>;
+using RMSprop = Optimizer<RMSpropKernel>;
+using Adagrad = Optimizer<AdagradKernel>;
+
+/// The moving average of the parameters as a tree, with manifold leaves projected onto their manifold (the
+/// extrinsic mean). Throws std::logic_error when the state keeps no average (ema_decay was 0).
+template <class Tree>
+Tree ema_params(const OptimizerState<Tree>& state) {
+  const Tree* ema = state.ema();
+  if (ema == nullptr) throw std::logic_error("ema_params: the optimizer was made without ema_decay");
+  Tree out = ptree::cast<ptree::scalar_t<Tree>>(*ema);
+  ptree::for_each(
+      [](auto& leaf) {
+        if constexpr (detail::manifold_point<std::remove_cvref_t<decltype(leaf)>>) project(leaf);
+      },
+      out);
+  return out;
+}
+
+}  // namespace geomopt

@@ -1,0 +1,90 @@
+// The settings every optimizer shares: per-leaf options chosen by path, the step's transforms (learning-rate
+// schedule, clipping by global norm, an exponential moving average of the parameters, the non-finite gradient
+// policy), the geometry of manifold leaves, and threads; and what a step reports.
+//
+// A transform changes what a step does, never when it reads or writes: clipping and the finiteness check read the
+// gradients in one pass before any leaf is written, and the EMA is updated leaf by leaf inside the step pass.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "geomopt/manifolds/common.hpp"
+#include "geomopt/ptree/path.hpp"
+
+namespace geomopt {
+
+/// Options of one leaf, chosen at init by a rule of its path.
+struct LeafOptions {
+  double lr_scale = 1;                      ///< this leaf's learning rate is lr * lr_scale
+  std::optional<double> weight_decay{};     ///< replaces the optimizer's weight_decay for this leaf
+  bool frozen = false;                      ///< no state, never written
+  std::optional<Retraction> retraction{};   ///< manifold leaves: replaces CommonOptions::retraction
+};
+
+/// A rule giving each trainable leaf its options: (const ptree::Path&) -> LeafOptions.
+using LeafRule = std::function<LeafOptions(const ptree::Path&)>;
+
+/// A learning-rate schedule: the factor applied to lr at a step, as a function of the number of steps taken before
+/// it (0 for the first step), like torch.optim.lr_scheduler.LambdaLR. See schedules.hpp.
+using Schedule = std::function<double(std::int64_t)>;
+
+/// What a step does when a gradient holds an infinity or a NaN. The check reads every gradient before any leaf is
+/// written, so skip and raise leave parameters and state exactly as they were.
+enum class NonFinitePolicy {
+  propagate,  ///< no check (torch.optim's behaviour): the step runs and the non-finite values spread
+  skip,       ///< no leaf, moment or step count changes; the report says which leaf was not finite
+  raise,      ///< throws NonFiniteGradient naming the leaf
+};
+
+/// Thrown by a step under NonFinitePolicy::raise; what() names the leaf's path.
+class NonFiniteGradient : public std::domain_error {
+ public:
+  using std::domain_error::domain_error;
+};
+
+struct CommonOptions {
+  /// Factor on lr at each step; empty means constant.
+  Schedule schedule{};
+  /// Clip the gradients by their global norm (over every non-frozen leaf; a manifold leaf counts the norm of its
+  /// Riemannian gradient): when the norm exceeds clip_norm they are scaled by clip_norm / (norm + 1e-6), as
+  /// torch.nn.utils.clip_grad_norm_ does. 0 turns clipping off.
+  double clip_norm = 0;
+  /// Keep an exponential moving average of the parameters, ema = decay * ema + (1 - decay) * params after each
+  /// step, starting from the parameters at init. 0 turns it off.
+  double ema_decay = 0;
+  NonFinitePolicy non_finite = NonFinitePolicy::propagate;
+  /// The retraction of manifold leaves (a leaf's LeafOptions::retraction overrides it).
+  Retraction retraction = Retraction::cayley;
+  /// How manifold leaves keep their global section between steps (docs/design.md has the measurements).
+  SectionPolicy section = SectionPolicy::recomputed;
+  /// Threads that step leaves in parallel (the caller's thread is one of them).
+  int threads = 1;
+
+  void validate() const {
+    if (!(clip_norm >= 0)) throw std::invalid_argument("CommonOptions: clip_norm must be >= 0 (0 is off), got " +
+                                                       std::to_string(clip_norm));
+    if (!(ema_decay >= 0 && ema_decay < 1))
+      throw std::invalid_argument("CommonOptions: ema_decay must be in [0, 1) (0 is off), got " +
+                                  std::to_string(ema_decay));
+    if (threads < 1 || threads > 256)
+      throw std::invalid_argument("CommonOptions: threads must be in [1, 256], got " + std::to_string(threads));
+  }
+};
+
+/// What a step did.
+struct StepReport {
+  bool applied = false;          ///< false: skipped for a non-finite gradient
+  std::int64_t step = 0;         ///< steps taken so far, this one included when applied
+  double lr = 0;                 ///< the scheduled learning rate of this step (before per-leaf scales)
+  /// The global gradient norm, when clipping or the finiteness check computed it; NaN otherwise.
+  double grad_norm = std::numeric_limits<double>::quiet_NaN();
+  double clip_scale = 1;         ///< the factor the gradients were multiplied by
+  const std::string* non_finite_leaf = nullptr;  ///< skip: the path of the first leaf whose gradient is not finite
+};
+
+}  // namespace geomopt

@@ -1,0 +1,180 @@
+// OptimizerState: everything an optimizer keeps for one parameter tree between steps.
+//
+// Layout: the coordinates of every non-frozen leaf are numbered in walk order (a Euclidean or packed leaf has one
+// coordinate per stored number, a manifold leaf one per tangent dimension), and each of the kernel's state arrays
+// ("exp_avg", "exp_avg_sq", ...) is one contiguous vector over all of them, so a slot of a tree of Euclidean leaves
+// is laid out like flatten(params). Frozen leaves have no coordinates. Beside the slots the state holds the step
+// count, the hyperparameters, a transported section per manifold leaf when that policy is chosen, and, with EMA on,
+// a deep copy of the parameter tree holding the average.
+//
+// Invariants: nbytes() is the exact size of all of that state; the per-step scratch (pointers, the lifted gradients
+// of manifold leaves, the steppers' workspaces) is allocated at init and not counted; stepping never allocates.
+#pragma once
+
+#include <Eigen/Core>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "geomopt/manifolds/common.hpp"
+#include "geomopt/optimizers/detail/manifold_stepper.hpp"
+#include "geomopt/optimizers/kernels.hpp"
+#include "geomopt/ptree.hpp"
+
+namespace geomopt {
+
+template <class Kernel>
+class Optimizer;
+
+namespace detail {
+
+// A leaf of the tree, frozen or not, in walk order.
+struct LeafRecord {
+  std::string path;
+  bool frozen = false;
+  bool manifold = false;
+  Eigen::Index offset = 0;       // first coordinate
+  Eigen::Index size = 0;         // coordinates
+  Eigen::Index rows = 0, cols = 0;  // the shape a slot is shown in: the leaf's for one-block Euclidean leaves
+  std::size_t first_unit = 0, units = 0;
+};
+
+// A stretch of coordinates stepped as one: a storage block of a Euclidean leaf, or a whole manifold leaf.
+struct Unit {
+  std::size_t leaf = 0;
+  Eigen::Index offset = 0;       // first coordinate
+  Eigen::Index size = 0;         // coordinates
+  Eigen::Index param_size = 0;   // numbers of storage (the EMA's length): size, except for manifold leaves
+  double lr_scale = 1;
+  double weight_decay = 0;
+  Retraction retraction = Retraction::cayley;
+  int stepper = -1;              // index of its ManifoldStepper, or -1 for a Euclidean block
+  Eigen::Index scratch = 0;      // manifold: first entry of its lifted gradient and update in the scratch vector
+};
+
+// Where a unit's numbers are at the current step.
+template <class T>
+struct UnitPointers {
+  T* p = nullptr;
+  const T* g = nullptr;
+  T* ema = nullptr;
+};
+
+// A piece of work for one thread: entries [begin, end) of a unit (the whole of it for a manifold leaf).
+struct WorkItem {
+  std::size_t unit = 0;
+  Eigen::Index begin = 0, end = 0;
+};
+
+}  // namespace detail
+
+template <class Tree>
+class OptimizerState {
+ public:
+  using Scalar = ptree::scalar_t<Tree>;
+  using Vector = Eigen::Matrix<Scalar, Eigen::Dynamic, 1>;
+  using MatrixMap = Eigen::Map<Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic>>;
+  using ConstMatrixMap = Eigen::Map<const Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic>>;
+
+  OptimizerState() = default;
+  OptimizerState(OptimizerState&&) noexcept = default;
+  OptimizerState& operator=(OptimizerState&&) noexcept = default;
+
+  /// Steps taken (skipped steps are not counted).
+  std::int64_t step_count() const noexcept { return step_; }
+  /// Sets the step count, for restoring a checkpoint.
+  void set_step_count(std::int64_t t) { step_ = t; }
+  /// The kernel that made this state ("Adam", ...).
+  std::string_view optimizer() const noexcept { return optimizer_; }
+  const Hyperparameters& hyperparameters() const noexcept { return hyperparameters_; }
+  /// The names of the per-coordinate state arrays, in order.
+  std::span<const char* const> slot_names() const noexcept { return slot_names_; }
+
+  /// Bytes of state: the slot arrays, the transported sections and the EMA copy.
+  std::size_t nbytes() const noexcept {
+    std::size_t bytes = static_cast<std::size_t>(slots_.size()) * sizeof(Scalar);
+    for (const auto& s : steppers_)
+      bytes += static_cast<std::size_t>(s->section_rows() * s->section_cols()) * sizeof(Scalar);
+    if (ema_) bytes += static_cast<std::size_t>(ptree::count(*ema_)) * sizeof(Scalar);
+    return bytes;
+  }
+  /// Bytes of per-step scratch held (lifted gradients and the steppers' workspaces): not state.
+  std::size_t workspace_bytes() const noexcept {
+    std::size_t bytes = static_cast<std::size_t>(scratch_.size()) * sizeof(Scalar);
+    for (const auto& s : steppers_) bytes += s->workspace_bytes();
+    return bytes;
+  }
+
+  /// Every leaf's path, in walk order, frozen ones included.
+  std::size_t leaf_count() const noexcept { return leaves_.size(); }
+  const std::string& leaf_path(std::size_t i) const { return leaves_.at(i).path; }
+  bool leaf_frozen(std::size_t i) const { return leaves_.at(i).frozen; }
+  /// Coordinates in all (the length of each slot array).
+  Eigen::Index coordinates() const noexcept { return coordinates_; }
+
+  /// f(const std::string& path, std::string_view name, MatrixMap data) for every array of state, by leaf path in
+  /// walk order: each slot of each non-frozen leaf (shaped like the leaf for a one-block Euclidean leaf, a column of
+  /// tangent coordinates for a manifold leaf), then "section" for a transported section (N x N). Frozen leaves have
+  /// none. Writing through the maps restores a checkpoint.
+  template <class F>
+  void for_each_slot(F&& f) {
+    visit_slots(*this, f);
+  }
+  template <class F>
+  void for_each_slot(F&& f) const {
+    visit_slots(*this, f);
+  }
+
+  /// The moving average of the parameters (raw: a manifold leaf holds the average of its points, off the
+  /// manifold); nullptr when EMA is off. ema_params() gives it with manifold leaves projected.
+  const Tree* ema() const noexcept { return ema_ ? &*ema_ : nullptr; }
+  Tree* ema() noexcept { return ema_ ? &*ema_ : nullptr; }
+
+ private:
+  template <class Kernel>
+  friend class Optimizer;
+
+  template <class Self, class F>
+  static void visit_slots(Self& self, F& f) {
+    using Map = std::conditional_t<std::is_const_v<Self>, ConstMatrixMap, MatrixMap>;
+    const Eigen::Index total = self.coordinates_;
+    for (const auto& leaf : self.leaves_) {
+      if (leaf.frozen) continue;
+      for (std::size_t s = 0; s < self.slot_names_.size(); ++s) {
+        auto* data = self.slots_.data() + static_cast<Eigen::Index>(s) * total + leaf.offset;
+        f(leaf.path, std::string_view(self.slot_names_[s]), Map(data, leaf.rows, leaf.cols));
+      }
+      if (leaf.manifold) {
+        auto& stepper = *self.steppers_[static_cast<std::size_t>(self.units_[leaf.first_unit].stepper)];
+        if (stepper.section_data() != nullptr)
+          f(leaf.path, std::string_view("section"),
+            Map(stepper.section_data(), stepper.section_rows(), stepper.section_cols()));
+      }
+    }
+  }
+
+  std::string optimizer_;
+  Hyperparameters hyperparameters_;
+  std::span<const char* const> slot_names_;
+  std::int64_t step_ = 0;
+  Eigen::Index coordinates_ = 0;
+  int threads_ = 1;
+
+  std::vector<detail::LeafRecord> leaves_;
+  std::vector<detail::Unit> units_;
+  std::vector<detail::UnitPointers<Scalar>> pointers_;
+  std::vector<std::unique_ptr<detail::ManifoldStepper<Scalar>>> steppers_;
+  std::vector<char> lifted_;                       // per unit: the prepass already lifted its gradient
+  std::vector<std::vector<detail::WorkItem>> plan_;  // per thread
+  std::vector<double> partial_;                    // per thread, 8 apart (no false sharing)
+  Vector slots_;
+  Vector scratch_;
+  std::optional<Tree> ema_;
+};
+
+}  // namespace geomopt
