@@ -1,5 +1,7 @@
 # Checks that a page of docs/ shows a source file as it is: the fenced code block that follows the line
-# "<!-- snippet: <path> -->" in DOC must equal the file ROOT/<path>, so a compiled example and its page cannot drift.
+# "<!-- snippet: <path> -->" in DOC must equal the file ROOT/<path>, and the block after
+# "<!-- snippet: <path>#<name> -->" the lines of that file between "// snippet-begin: <name>" and
+# "// snippet-end: <name>", so a compiled example and its page cannot drift.
 # Whole-text string operations only (a CMake list would split C++ at its semicolons).
 #
 #   cmake -D DOC=docs/manifolds.md -D ROOT=<source dir> -P snippet.cmake
@@ -34,9 +36,29 @@ while(TRUE)
   math(EXPR close "${close} + 1")
   string(SUBSTRING "${text}" 0 ${close} block)
   string(SUBSTRING "${text}" ${close} -1 text)
+  set(region "")
+  string(FIND "${path}" "#" hash)
+  if(NOT hash EQUAL -1)
+    math(EXPR after_hash "${hash} + 1")
+    string(SUBSTRING "${path}" ${after_hash} -1 region)
+    string(SUBSTRING "${path}" 0 ${hash} path)
+  endif()
   file(READ "${ROOT}/${path}" expected)
+  if(NOT region STREQUAL "")
+    set(begin_marker "// snippet-begin: ${region}\n")
+    set(end_marker "// snippet-end: ${region}\n")
+    string(FIND "${expected}" "${begin_marker}" begin)
+    string(FIND "${expected}" "${end_marker}" finish)
+    if(begin EQUAL -1 OR finish EQUAL -1 OR finish LESS begin)
+      message(FATAL_ERROR "${DOC}: ${path} has no region '${region}' (snippet-begin/snippet-end markers)")
+    endif()
+    string(LENGTH "${begin_marker}" marker_length)
+    math(EXPR begin "${begin} + ${marker_length}")
+    math(EXPR length "${finish} - ${begin}")
+    string(SUBSTRING "${expected}" ${begin} ${length} expected)
+  endif()
   if(NOT block STREQUAL expected)
-    message(FATAL_ERROR "${DOC}: the block after <!-- snippet: ${path} --> differs from ${path}")
+    message(FATAL_ERROR "${DOC}: the block after <!-- snippet: ${path}#${region} --> differs from the file")
   endif()
   math(EXPR checked "${checked} + 1")
 endwhile()
