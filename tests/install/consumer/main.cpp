@@ -1,12 +1,20 @@
 // Uses the installed package the way a user would: declare a tree, flatten it, count its parameters; asking for the
-// manifolds component alone must bring ptree with it, and a Stiefel retraction must stay on the manifold.
+// optimizers component alone must bring manifolds, ptree and the thread library with it; a Stiefel retraction must
+// stay on the manifold, and two-thread Adam steps of a tree with a Stiefel leaf must too.
 #include <geomopt/manifolds.hpp>
+#include <geomopt/optimizers.hpp>
 #include <geomopt/ptree.hpp>
 
 #include <Eigen/Core>
 #include <cstdio>
 
 namespace {
+
+struct Frame {
+  geomopt::Stiefel<double> y;
+  Eigen::VectorXd scale;
+  GEOMOPT_PTREE(y, scale)
+};
 
 struct Affine {
   Eigen::MatrixXd weight = Eigen::MatrixXd::Ones(3, 2);
@@ -34,5 +42,17 @@ int main() {
     return 1;
   }
   std::puts("consumer: retracted a point of St(12, 3)");
+
+  Frame frame{y, Eigen::VectorXd::Ones(3)};
+  Frame grads{geomopt::Stiefel<double>(Eigen::MatrixXd::Ones(12, 3)), Eigen::VectorXd::Ones(3)};
+  geomopt::Adam adam({.lr = 0.1}, {.threads = 2});
+  auto state = adam.init(frame);
+  for (int t = 0; t < 3; ++t) adam.step(frame, grads, state);
+  if (!(geomopt::check(frame.y) < 1e-12) || !(frame.scale(0) < 0.8)) {
+    std::fprintf(stderr, "consumer: Adam steps went wrong: check = %g, scale = %g\n", geomopt::check(frame.y),
+                 frame.scale(0));
+    return 1;
+  }
+  std::puts("consumer: three Adam steps on two threads");
   return 0;
 }
