@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -360,6 +361,109 @@ TEST_CASE("threads change nothing but the speed") {
   // The global norm is summed in a different order, so the clip factor may differ in its last bit.
   CHECK((fa - fb).cwiseAbs().maxCoeff() <= 1e-6f);
   CHECK_THROWS_AS(one.step(b, g, sb), std::invalid_argument);  // a state made for two threads
+}
+
+namespace {
+template <class T>
+struct Leaves {
+  std::vector<Vec<T>> v;
+  GEOMOPT_PTREE(v)
+};
+
+// Restores the process's kernel path when a test that changes it ends.
+struct KernelPathGuard {
+  geomopt::KernelPath before = geomopt::kernel_path();
+  ~KernelPathGuard() { geomopt::set_kernel_path(before); }
+};
+
+template <class T>
+Leaves<T> split(const Vec<T>& all, std::initializer_list<Eigen::Index> sizes) {
+  Leaves<T> out;
+  Eigen::Index at = 0;
+  for (Eigen::Index n : sizes) {
+    out.v.push_back(all.segment(at, n));
+    at += n;
+  }
+  return out;
+}
+
+// Three Adam or AdamW steps on one tree; returns the parameters flattened, and the state slot by slot (each slot's
+// leaves one after the other), so trees that cut the same entries into other leaves compare entry by entry.
+template <class T, class Opt>
+std::pair<Vec<T>, Vec<T>> three_steps(Opt& opt, Leaves<T> x, const Leaves<T>& g) {
+  auto st = opt.init(x);
+  for (int t = 0; t < 3; ++t) opt.step(x, g, st);
+  std::map<std::string, std::vector<T>> slots;
+  st.for_each_slot([&](const auto&, std::string_view name, const auto& m) {
+    auto& out = slots[std::string(name)];
+    out.insert(out.end(), m.data(), m.data() + m.size());
+  });
+  std::vector<T> state;
+  for (const auto& [name, values] : slots) state.insert(state.end(), values.begin(), values.end());
+  return {geomopt::ptree::flatten(x), Eigen::Map<const Vec<T>>(state.data(), static_cast<Eigen::Index>(state.size()))};
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("the AVX2 kernel path agrees with the portable one and ignores the cut into chunks", T, float,
+                   double) {
+  if (!geomopt::kernel_path_available(geomopt::KernelPath::avx2)) {
+    MESSAGE("no AVX2 and FMA on this machine: only the portable path runs");
+    return;
+  }
+  KernelPathGuard guard;
+  // 2500 entries: one leaf (several full chunks and a tail), and cut into leaves whose tails fall elsewhere.
+  const Eigen::Index n = 2500;
+  const Vec<T> p0 = Vec<T>::Random(n), g0 = Vec<T>::Random(n);
+  const auto whole = {n};
+  const auto pieces = {Eigen::Index(1), Eigen::Index(7), Eigen::Index(9), Eigen::Index(513), Eigen::Index(1970)};
+  const T eps = std::numeric_limits<T>::epsilon();
+  int configs = 0;
+  auto compare = [&](auto&& opt, const std::string& what, bool clipped = false) {
+    CAPTURE(what);
+    ++configs;
+    geomopt::set_kernel_path(geomopt::KernelPath::portable);
+    const auto [pp, sp] = three_steps<T>(opt, split(p0, whole), split(g0, whole));
+    geomopt::set_kernel_path(geomopt::KernelPath::avx2);
+    const auto [pa, sa] = three_steps<T>(opt, split(p0, whole), split(g0, whole));
+    const auto [pc, sc] = three_steps<T>(opt, split(p0, pieces), split(g0, pieces));
+    // Rounding only: the fused multiply-adds move each entry by a few units in the last place of its largest
+    // term (the L2 term can cancel the gradient, so relative to the entry alone is not a bound).
+    REQUIRE(pp.size() == pa.size());
+    REQUIRE(sp.size() == sa.size());
+    CHECK(((pp - pa).array().abs() <= T(16) * eps * (pp.array().abs() + T(0.1))).all());
+    CHECK(((sp - sa).array().abs() <= T(16) * eps * (sp.array().abs() + sp.cwiseAbs().maxCoeff())).all());
+    CHECK((pp - p0).cwiseAbs().maxCoeff() > T(1e-3));  // the step moved the parameters
+    // Every entry takes the same arithmetic whatever leaf, chunk or tail it falls in: bitwise equal. With clipping
+    // the global norm is summed in another order when the leaves are cut otherwise, so its last bit may differ.
+    if (!clipped) {
+      CHECK(pc == pa);
+      CHECK(sc == sa);
+    } else {
+      CHECK(((pc - pa).array().abs() <= T(4) * eps * (pa.array().abs() + T(0.1))).all());
+      CHECK(((sc - sa).array().abs() <= T(4) * eps * (sa.array().abs() + sa.cwiseAbs().maxCoeff())).all());
+    }
+  };
+  compare(geomopt::Adam({.lr = 0.1}), "Adam");
+  compare(geomopt::Adam({.lr = 0.1, .weight_decay = 0.5}), "Adam, L2 weight decay");
+  compare(geomopt::Adam({.lr = 0.1, .weight_decay = 0.5, .amsgrad = true}), "Adam, L2, AMSGrad");
+  compare(geomopt::AdamW({.lr = 0.1, .weight_decay = 0.5}), "AdamW");
+  compare(geomopt::AdamW({.lr = 0.1, .weight_decay = 0.5, .amsgrad = true}), "AdamW, AMSGrad");
+  compare(geomopt::AdamW({.lr = 0.1, .weight_decay = 0.5}, {.clip_norm = 1.0, .threads = 2}), "AdamW, clip, 2 threads",
+          true);
+  CHECK(configs == 6);
+}
+
+TEST_CASE("the kernel path can be chosen, and a path the machine lacks is refused") {
+  KernelPathGuard guard;
+  geomopt::set_kernel_path(geomopt::KernelPath::portable);
+  CHECK(geomopt::kernel_path() == geomopt::KernelPath::portable);
+  if (geomopt::kernel_path_available(geomopt::KernelPath::avx2)) {
+    geomopt::set_kernel_path(geomopt::KernelPath::avx2);
+    CHECK(geomopt::kernel_path() == geomopt::KernelPath::avx2);
+  } else {
+    CHECK_THROWS_AS(geomopt::set_kernel_path(geomopt::KernelPath::avx2), std::invalid_argument);
+    CHECK(geomopt::kernel_path() == geomopt::KernelPath::portable);
+  }
 }
 
 namespace {

@@ -461,9 +461,10 @@ Outcome run_config(const Reference& ref, const Block<T>& blk, const Config<T>& c
   throw std::runtime_error("config " + cfg.name + ": unknown optimizer " + cfg.optimizer);
 }
 
-// Every config of one optimizer family in one dtype; requires the family's named configs to be among them.
+// Every config of one optimizer family in one dtype, on one kernel path; requires the family's named configs to be
+// among them.
 template <class T>
-void check_family(const std::string& family, double tol) {
+void check_family_on_path(const std::string& family, double tol) {
   const Reference& ref = reference();
   REQUIRE_MESSAGE(ref.error.empty(), ref.error);
   const Block<T>& blk = ref.block<T>();
@@ -502,6 +503,23 @@ void check_family(const std::string& family, double tol) {
     CHECK_MESSAGE(seen.count(name) == 1, "config ", name, " (", family, ") ", dtype_name<T>(),
                   " is missing from the reference file");
   }
+}
+
+// On each kernel path this machine has (portable always; AVX2 + FMA where the CPU has them), the default restored.
+template <class T>
+void check_family(const std::string& family, double tol) {
+  const geomopt::KernelPath before = geomopt::kernel_path();
+  for (const geomopt::KernelPath path : {geomopt::KernelPath::portable, geomopt::KernelPath::avx2}) {
+    const char* name = path == geomopt::KernelPath::avx2 ? "avx2" : "portable";
+    if (!geomopt::kernel_path_available(path)) {
+      MESSAGE("kernel path ", name, " is not available on this machine");
+      continue;
+    }
+    INFO("kernel path ", name);
+    geomopt::set_kernel_path(path);
+    check_family_on_path<T>(family, tol);
+  }
+  geomopt::set_kernel_path(before);
 }
 
 constexpr double kTolFloat = 1e-5;

@@ -3,6 +3,7 @@
 // threads (docs/optimizers.md).
 #pragma once
 
+#include "geomopt/optimizers/kernel_path.hpp"
 #include "geomopt/optimizers/options.hpp"
 #include "geomopt/optimizers/schedules.hpp"
 #include "geomopt/optimizers/kernels.hpp"

@@ -10,13 +10,17 @@
 //     static double slot_init(const Options&, std::size_t slot);      // (optional) their initial value, else 0
 //     template <class T> static Coeffs<T> coefficients(const Options&, const LeafStep&);  // once per leaf and step
 //     template <class T> static void update(const Coeffs<T>&, Chunk<T>&);                // the arithmetic
+//     template <class T> static bool update_avx2(const Coeffs<T>&, Chunk<T>&);  // (optional) the same in AVX2
 //     static Hyperparameters hyperparameters(const Options&);         // name/value pairs, for checkpoints
 //   };
 //
 // Invariants: update reads chunk.g and writes chunk.p and chunk.s[0..slots) in place, entry by entry (no entry
 // depends on another), so any cut of a leaf into chunks, and any split of the chunks across threads, gives the same
 // result. For a manifold leaf the driver hands a chunk whose p starts at zero and reads the update from it (weight
-// decay is 0 there), so a kernel never needs to know the geometry.
+// decay is 0 there), so a kernel never needs to know the geometry. When kernel_path() is avx2 the driver first
+// offers a chunk to update_avx2, which returns false for the cases it does not cover; Eigen's vectorization at the
+// program's flags stops at 128 bits on x86-64, and Adam's square root and division then cost more than its memory
+// traffic (docs/design.md, "Kernel paths").
 #pragma once
 
 #include <Eigen/Core>
@@ -29,6 +33,9 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "geomopt/optimizers/detail/avx2.hpp"
+#include "geomopt/optimizers/kernel_path.hpp"
 
 namespace geomopt {
 
@@ -181,12 +188,20 @@ struct AdamKernelBase {
 
   template <class T>
   static void update(const Coeffs<T>& c, Chunk<T>& x) {
-    if (c.shrink != T(1)) x.p *= c.shrink;
-    if (c.l2 != T(0)) {
-      apply(c, x, x.g + c.l2 * x.p);
-    } else {
-      apply(c, x, x.g);
-    }
+    if (c.shrink != T(1)) return apply<true>(c, x, x.g);  // AdamW: no L2 term
+    if (c.l2 != T(0)) return apply<false>(c, x, x.g + c.l2 * x.p);
+    apply<false>(c, x, x.g);
+  }
+
+  template <class T>
+  static bool update_avx2([[maybe_unused]] const Coeffs<T>& c, [[maybe_unused]] Chunk<T>& x) {
+#if GEOMOPT_HAVE_AVX2_PATH
+    detail::avx2::adam<T>(c, c.amsgrad, x.p.data(), x.g.data(), x.s[0].data(), x.s[1].data(),
+                          c.amsgrad ? x.s[2].data() : nullptr, x.p.size());
+    return true;
+#else
+    return false;
+#endif
   }
 
   static Hyperparameters hyperparameters(const Options& o) {
@@ -195,7 +210,8 @@ struct AdamKernelBase {
   }
 
  private:
-  template <class T, class G>
+  // kShrink: AdamW's decay folded into the last statement, so p is read and written once.
+  template <bool kShrink, class T, class G>
   static void apply(const Coeffs<T>& c, Chunk<T>& x, const G& g) {
     auto& m = x.s[0];
     auto& v = x.s[1];
@@ -204,9 +220,17 @@ struct AdamKernelBase {
     if (c.amsgrad) {
       auto& vmax = x.s[2];
       vmax = vmax.max(v);
-      x.p -= c.step_size * (m / (vmax.sqrt() * c.inv_bc2_sqrt + c.eps));
+      finish<kShrink>(c, x, m / (vmax.sqrt() * c.inv_bc2_sqrt + c.eps));
     } else {
-      x.p -= c.step_size * (m / (v.sqrt() * c.inv_bc2_sqrt + c.eps));
+      finish<kShrink>(c, x, m / (v.sqrt() * c.inv_bc2_sqrt + c.eps));
+    }
+  }
+  template <bool kShrink, class T, class U>
+  static void finish(const Coeffs<T>& c, Chunk<T>& x, const U& u) {
+    if constexpr (kShrink) {
+      x.p = c.shrink * x.p - c.step_size * u;
+    } else {
+      x.p -= c.step_size * u;
     }
   }
 };

@@ -18,6 +18,7 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <concepts>
 #include <array>
 #include <cmath>
 #include <cstddef>
@@ -432,6 +433,10 @@ class Optimizer {
     using Array = typename Chunk<T>::Array;
     using ConstArray = typename Chunk<T>::ConstArray;
     constexpr Eigen::Index kLen = detail::kChunkEntries<T>;
+    constexpr bool kHasAvx2 = requires(const C& c, Chunk<T>& x) {
+      { Kernel::update_avx2(c, x) } -> std::same_as<bool>;
+    };
+    const bool avx2 = kHasAvx2 && kernel_path() == KernelPath::avx2;
     alignas(64) T scaled[kLen];
     for (Eigen::Index i = 0; i < n; i += kLen) {
       const Eigen::Index len = std::min(kLen, n - i);
@@ -445,7 +450,9 @@ class Optimizer {
                   Array(nslots > 1 ? slots[1] + i : nullptr, nslots > 1 ? len : 0),
                   Array(nslots > 2 ? slots[2] + i : nullptr, nslots > 2 ? len : 0),
                   Array(nslots > 3 ? slots[3] + i : nullptr, nslots > 3 ? len : 0)}};
-      Kernel::update(coeffs, x);
+      bool done = false;
+      if constexpr (kHasAvx2) done = avx2 && Kernel::update_avx2(coeffs, x);
+      if (!done) Kernel::update(coeffs, x);
       if (ema != nullptr) {
         Array e(ema + i, len);
         e = decay * e + (T(1) - decay) * x.p;
