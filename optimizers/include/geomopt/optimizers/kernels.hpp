@@ -65,6 +65,17 @@ namespace detail {
 inline void require(bool ok, const char* kernel, const char* what, double value) {
   if (!ok) throw std::invalid_argument(std::string(kernel) + ": " + what + ", got " + std::to_string(value));
 }
+
+// Calls f with the gradient an update sees: g, or g + wd p under L2 weight decay (torch's weight_decay for SGD,
+// Adam, RMSprop and Adagrad), as an expression that f's statements evaluate entry by entry.
+template <class T, class F>
+void with_l2(Chunk<T>& x, T wd, F&& f) {
+  if (wd != T(0)) {
+    f(x.g + wd * x.p);
+  } else {
+    f(x.g);
+  }
+}
 }  // namespace detail
 
 /// torch.optim.SGD: L2 weight decay, momentum with dampening (the first step copies the gradient into the buffer),
@@ -95,21 +106,16 @@ struct SGDKernel {
   template <class T>
   struct Coeffs {
     T lr, wd, momentum, keep;
-    bool first, nesterov, has_momentum, has_wd;
+    bool first, nesterov, has_momentum;
   };
   template <class T>
   static Coeffs<T> coefficients(const Options& o, const LeafStep& s) {
-    return {T(s.lr), T(s.weight_decay), T(o.momentum), T(1 - o.dampening), s.t == 1, o.nesterov, o.momentum != 0,
-            s.weight_decay != 0};
+    return {T(s.lr), T(s.weight_decay), T(o.momentum), T(1 - o.dampening), s.t == 1, o.nesterov, o.momentum != 0};
   }
 
   template <class T>
   static void update(const Coeffs<T>& c, Chunk<T>& x) {
-    if (c.has_wd) {
-      apply(c, x, x.g + c.wd * x.p);
-    } else {
-      apply(c, x, x.g);
-    }
+    detail::with_l2(x, c.wd, [&](const auto& g) { apply(c, x, g); });
   }
 
   static Hyperparameters hyperparameters(const Options& o) {
@@ -189,8 +195,7 @@ struct AdamKernelBase {
   template <class T>
   static void update(const Coeffs<T>& c, Chunk<T>& x) {
     if (c.shrink != T(1)) return apply<true>(c, x, x.g);  // AdamW: no L2 term
-    if (c.l2 != T(0)) return apply<false>(c, x, x.g + c.l2 * x.p);
-    apply<false>(c, x, x.g);
+    detail::with_l2(x, c.l2, [&](const auto& g) { apply<false>(c, x, g); });
   }
 
   template <class T>
@@ -271,21 +276,17 @@ struct RMSpropKernel {
   template <class T>
   struct Coeffs {
     T lr, wd, alpha, one_minus_alpha, eps, momentum;
-    bool has_wd, has_momentum, centered;
+    bool has_momentum, centered;
   };
   template <class T>
   static Coeffs<T> coefficients(const Options& o, const LeafStep& s) {
-    return {T(s.lr), T(s.weight_decay), T(o.alpha),        T(1 - o.alpha), T(o.eps), T(o.momentum),
-            s.weight_decay != 0, o.momentum > 0, o.centered};
+    return {T(s.lr), T(s.weight_decay), T(o.alpha), T(1 - o.alpha), T(o.eps), T(o.momentum), o.momentum > 0,
+            o.centered};
   }
 
   template <class T>
   static void update(const Coeffs<T>& c, Chunk<T>& x) {
-    if (c.has_wd) {
-      apply(c, x, x.g + c.wd * x.p);
-    } else {
-      apply(c, x, x.g);
-    }
+    detail::with_l2(x, c.wd, [&](const auto& g) { apply(c, x, g); });
   }
 
   static Hyperparameters hyperparameters(const Options& o) {
@@ -347,21 +348,15 @@ struct AdagradKernel {
   template <class T>
   struct Coeffs {
     T clr, wd, eps;
-    bool has_wd;
   };
   template <class T>
   static Coeffs<T> coefficients(const Options& o, const LeafStep& s) {
-    return {T(s.lr / (1 + static_cast<double>(s.t - 1) * o.lr_decay)), T(s.weight_decay), T(o.eps),
-            s.weight_decay != 0};
+    return {T(s.lr / (1 + static_cast<double>(s.t - 1) * o.lr_decay)), T(s.weight_decay), T(o.eps)};
   }
 
   template <class T>
   static void update(const Coeffs<T>& c, Chunk<T>& x) {
-    if (c.has_wd) {
-      apply(c, x, x.g + c.wd * x.p);
-    } else {
-      apply(c, x, x.g);
-    }
+    detail::with_l2(x, c.wd, [&](const auto& g) { apply(c, x, g); });
   }
 
   static Hyperparameters hyperparameters(const Options& o) {
