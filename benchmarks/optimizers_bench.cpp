@@ -26,19 +26,16 @@
 
 #include <Eigen/Core>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <geomopt/optimizers.hpp>
 #include <immintrin.h>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <sstream>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "tree369.hpp"
@@ -51,62 +48,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr Eigen::Index kRoofChunk = 512;
 
-// ---------------------------------------------------------------------------------------------------------------
-// A persistent second thread: run(f) calls f(1) on the worker and f(0) on the caller, and returns when both are done.
-class Pair {
- public:
-  Pair() : worker_([this] { serve(); }) {}
-  Pair(const Pair&) = delete;
-  Pair& operator=(const Pair&) = delete;
-  ~Pair() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    wake_.notify_one();
-    worker_.join();
-  }
-  void run(const std::function<void(int)>& f) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      task_ = &f;
-      pending_ = true;
-      ++generation_;
-    }
-    wake_.notify_one();
-    f(0);
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [this] { return !pending_; });
-  }
-
- private:
-  void serve() {
-    std::uint64_t seen = 0;
-    for (;;) {
-      const std::function<void(int)>* task = nullptr;
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-        if (stop_) return;
-        seen = generation_;
-        task = task_;
-      }
-      (*task)(1);
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        pending_ = false;
-      }
-      done_.notify_one();
-    }
-  }
-
-  std::mutex mutex_;
-  std::condition_variable wake_, done_;
-  const std::function<void(int)>* task_ = nullptr;
-  bool pending_ = false, stop_ = false;
-  std::uint64_t generation_ = 0;
-  std::thread worker_;  // last: started once the rest is initialised
-};
 
 // ---------------------------------------------------------------------------------------------------------------
 // The roof kernels: Eigen maps over chunks of 512 entries, so the copies and the add are vectorised at -O2 with
@@ -254,7 +195,7 @@ struct Case {
 struct Data {
   std::unique_ptr<Tree369> params, grads;
   std::vector<Eigen::ArrayXf> roof;  // 4 arrays of the tree's size
-  std::unique_ptr<Pair> pair;
+  std::unique_ptr<geomopt::detail::ThreadPool> pool;  // the optimizers' own team, so both sides dispatch alike
 
   Tree369& p() {
     if (!params) {
@@ -275,9 +216,9 @@ struct Data {
     return roof;
   }
 
-  Pair& threads() {
-    if (!pair) pair = std::make_unique<Pair>();
-    return *pair;
+  geomopt::detail::ThreadPool& threads() {
+    if (!pool) pool = std::make_unique<geomopt::detail::ThreadPool>(2);
+    return *pool;
   }
 };
 
@@ -333,14 +274,14 @@ Case make_case(const std::string& name, Data& d) {
         benchmark::ClobberMemory();
       };
     } else {
-      Pair& pair = d.threads();
+      geomopt::detail::ThreadPool& pool = d.threads();
       const Eigen::Index half = (n / 2 + 63) / 64 * 64;
       auto f = std::make_shared<std::function<void(int)>>([&a, n, half](int m) {
         const Eigen::Index b = m == 0 ? 0 : half, len = m == 0 ? half : n - half;
         roof43(a[0].data() + b, a[1].data() + b, a[2].data() + b, a[3].data() + b, len);
       });
-      c.call = [&pair, f] {
-        pair.run(*f);
+      c.call = [&pool, f] {
+        pool.run(*f);
         benchmark::ClobberMemory();
       };
     }

@@ -28,6 +28,8 @@ import pathlib
 import subprocess
 import sys
 
+from bench_markdown import table
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SIZES = (64, 256, 1024, 4096)
 KINDS = ("cayley", "geodesic")
@@ -64,14 +66,6 @@ def fmt_time(t_us):
 
 def fmt_ratio(a, b):
     return "-" if a is None or b is None else f"{a / b:.1f}"
-
-
-def table(header, rows):
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
-    for r in rows:
-        print("| " + " | ".join(r) + " |")
-    print()
 
 
 def main():

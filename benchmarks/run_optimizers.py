@@ -38,6 +38,8 @@ import subprocess
 import sys
 import time
 
+from bench_markdown import table
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TREE_CASES = ["roof_1t", "adam_1t", "roof_2t", "adam_2t", "roof32_1t", "sgd_1t", "adamw_1t", "roof_l2", "adam_l2"]
 DIAG_CASES = ["adam_nosqrt_1t", "adam_nosqrtdiv_1t", "adam_fused_1t"]
@@ -83,14 +85,6 @@ def fmt_time(s):
     if s >= 1e-3:
         return f"{s * 1e3:.2f} ms"
     return f"{s * 1e6:.1f} us"
-
-
-def table(header, rows):
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
-    for r in rows:
-        print("| " + " | ".join(r) + " |")
-    print()
 
 
 def load_avg():

@@ -201,7 +201,7 @@ struct AdamKernelBase {
   template <class T>
   static bool update_avx2([[maybe_unused]] const Coeffs<T>& c, [[maybe_unused]] Chunk<T>& x) {
 #if GEOMOPT_HAVE_AVX2_PATH
-    detail::avx2::adam<T>(c, c.amsgrad, x.p.data(), x.g.data(), x.s[0].data(), x.s[1].data(),
+    detail::avx2::adam<T>(c, x.p.data(), x.g.data(), x.s[0].data(), x.s[1].data(),
                           c.amsgrad ? x.s[2].data() : nullptr, x.p.size());
     return true;
 #else

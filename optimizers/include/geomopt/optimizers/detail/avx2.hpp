@@ -10,6 +10,9 @@
 #include <immintrin.h>
 
 #include <Eigen/Core>
+#include <array>
+#include <cstddef>
+#include <utility>
 
 #define GEOMOPT_AVX2 __attribute__((target("avx2,fma")))
 #define GEOMOPT_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
@@ -94,20 +97,18 @@ GEOMOPT_AVX2 void adam_span(const C& c, T* p, const T* g, T* m, T* v, T* vmax, E
                                           V::mask(n - i));
 }
 
-/// p, m, v (and vmax for AMSGrad) updated in place over n entries.
+template <class T, class C, std::size_t... I>
+constexpr auto adam_spans(std::index_sequence<I...>) {
+  return std::array{&adam_span<T, (I & 4) != 0, (I & 2) != 0, (I & 1) != 0, C>...};
+}
+
+/// p, m, v (and vmax for AMSGrad) updated in place over n entries: the instantiation for this step's L2 term,
+/// AdamW decay and AMSGrad, picked from a table.
 template <class T, class C>
-void adam(const C& c, bool amsgrad, T* p, const T* g, T* m, T* v, T* vmax, Eigen::Index n) {
-  const bool l2 = c.l2 != T(0), shrink = c.shrink != T(1);
-  if (amsgrad) {
-    if (l2) return shrink ? adam_span<T, true, true, true>(c, p, g, m, v, vmax, n)
-                          : adam_span<T, true, false, true>(c, p, g, m, v, vmax, n);
-    return shrink ? adam_span<T, false, true, true>(c, p, g, m, v, vmax, n)
-                  : adam_span<T, false, false, true>(c, p, g, m, v, vmax, n);
-  }
-  if (l2) return shrink ? adam_span<T, true, true, false>(c, p, g, m, v, vmax, n)
-                        : adam_span<T, true, false, false>(c, p, g, m, v, vmax, n);
-  return shrink ? adam_span<T, false, true, false>(c, p, g, m, v, vmax, n)
-                : adam_span<T, false, false, false>(c, p, g, m, v, vmax, n);
+void adam(const C& c, T* p, const T* g, T* m, T* v, T* vmax, Eigen::Index n) {
+  static constexpr auto kSpans = adam_spans<T, C>(std::make_index_sequence<8>{});
+  const std::size_t which = (c.l2 != T(0) ? 4u : 0u) | (c.shrink != T(1) ? 2u : 0u) | (c.amsgrad ? 1u : 0u);
+  kSpans[which](c, p, g, m, v, vmax, n);
 }
 
 }  // namespace geomopt::detail::avx2
