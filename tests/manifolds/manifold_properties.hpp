@@ -13,8 +13,9 @@
 // check() (absolute by definition; rounding alone puts the smallest eigenvalue of such a point at -1e4) is divided by
 // max(1, |y|_F), and the first-order error by max(1, |x|_F).
 //
-// Every formula is checked against an independent reference written here: Eigen's dense matrix exponential
-// (unsupported/Eigen/MatrixFunctions), dense LU solves and eigendecompositions, and closed forms of the metrics,
+// Every formula is checked against an independent reference: Eigen's dense matrix exponential
+// (unsupported/Eigen/MatrixFunctions), dense LU solves and eigendecompositions (tests/support/dense_reference.cpp,
+// compiled once for every test file), and closed forms written here of the metrics,
 // tangent spaces and dimensions. Tolerances are in Tol<T> below (float looser). Set GEOMOPT_PROPS_REPORT=1 in the
 // environment to print every measured error with its tolerance to stderr.
 #pragma once
@@ -33,8 +34,9 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
-#include <unsupported/Eigen/MatrixFunctions>
 #include <utility>
+
+#include "dense_reference.hpp"
 
 namespace manifold_props {
 
@@ -132,13 +134,12 @@ std::string invalid_argument_message(F&& f) {
 // ---- independent dense references ----
 
 // exp(X) (Eigen's Pade scaling and squaring) or the Cayley transform (I - X/2)^-1 (I + X/2) by a dense LU solve.
+// (tests/support/dense_reference.cpp, compiled once.)
 inline MatD dense_step(const MatD& x, Retraction r) {
-  if (r == Retraction::geodesic) return MatD(x.exp());
-  const MatD id = MatD::Identity(x.rows(), x.cols());
-  return Eigen::FullPivLU<MatD>(id - 0.5 * x).solve(id + 0.5 * x);
+  return r == Retraction::geodesic ? reference::expm(x) : reference::cayley(x);
 }
 
-inline MatD sym_sqrt(const MatD& m) { return Eigen::SelfAdjointEigenSolver<MatD>(m).operatorSqrt(); }
+inline MatD sym_sqrt(const MatD& m) { return reference::sym_sqrt(m); }
 
 // ---- the factory ----
 
@@ -226,8 +227,7 @@ struct Traits<geomopt::SPD<T>> {
   static Eigen::Index closed_dim(Eigen::Index, Eigen::Index n) { return n * (n + 1) / 2; }
   // The affine-invariant metric tr(X^-1 U X^-1 V), by dense LU solves.
   static double closed_metric(const MatD& x, const MatD& u, const MatD& v) {
-    const Eigen::FullPivLU<MatD> lu(x);
-    return (lu.solve(u) * lu.solve(v)).trace();
+    return (reference::solve(x, u) * reference::solve(x, v)).trace();
   }
   static double tangent_defect(const MatD&, const MatD& u) { return (u - u.transpose()).norm(); }
   static geomopt::SPD<T> other_size(const geomopt::SPD<T>& x) { return geomopt::SPD<T>(x.n() + 1); }
@@ -317,13 +317,8 @@ M retracted(M x, const typename M::Tangent& xi, Retraction r) {
 // SPD: X^(1/2) exp(X^(-1/2) U X^(-1/2)) X^(1/2) (eigendecompositions and Eigen's exponential), or the second-order
 // X + U + U X^-1 U / 2 (a dense LU solve), for the ambient tangent U.
 inline MatD spd_reference(const MatD& X, const MatD& U, Retraction r) {
-  if (r == Retraction::geodesic) {
-    const Eigen::SelfAdjointEigenSolver<MatD> eig(X);
-    const MatD root = eig.operatorSqrt(), inv_root = eig.operatorInverseSqrt();
-    const MatD w = inv_root * U * inv_root;
-    return root * MatD(((w + w.transpose()) * 0.5).exp()) * root;
-  }
-  return X + U + 0.5 * U * Eigen::FullPivLU<MatD>(X).solve(U);
+  if (r == Retraction::geodesic) return reference::spd_geodesic(X, U);
+  return X + U + 0.5 * U * reference::solve(X, U);
 }
 
 // The retraction computed densely from the tangent coordinates, independently of the library's kernels.
@@ -591,7 +586,7 @@ void sections_and_transport(const F& factory, const std::string& label) {
                         rel(f * f.transpose(), value_d(x)), exact * 10);
         if (policy == SectionPolicy::transported) {
           const MatD id = MatD::Identity(w.rows(), w.cols());
-          const MatD factor = r == Retraction::geodesic ? MatD((0.5 * w).exp()) : sym_sqrt(id + w + 0.5 * w * w);
+          const MatD factor = r == Retraction::geodesic ? reference::expm(0.5 * w) : sym_sqrt(id + w + 0.5 * w * w);
           MPROPS_CHECK_LE(label, std::string("transported F_new - F_old f(W)^(1/2) ") + name_of(r),
                           rel(f, f_old * factor), Tol<T>::reference);
         } else {
