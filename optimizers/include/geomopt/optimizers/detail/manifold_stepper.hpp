@@ -31,6 +31,9 @@ class ManifoldStepper {
   /// y <- the retraction at y of the tangent vector with coordinates coords; y is the point of the last lift. A
   /// transported section moves with it.
   virtual void retract(T* y, const T* coords, Retraction r) = 0;
+  /// Drops what lift remembered of its point, so the next retract starts from the y it is given (a solver's line
+  /// search retracts from one point after lifting at others). No effect on a transported section.
+  virtual void forget_point() noexcept = 0;
 
   /// The state a stepper keeps between steps (a transported section), for saving: rows x cols column-major, or
   /// nullptr and 0 x 0 when it keeps none.

@@ -150,6 +150,10 @@ class SPDStepper final : public ManifoldStepper<T> {
     }
   }
 
+  void forget_point() noexcept override {
+    if (policy_ == SectionPolicy::recomputed) factored_ = false;
+  }
+
   void retract(T* y, const T* coords, Retraction r) override {
     if (n_ == 0) return;
     if (policy_ == SectionPolicy::recomputed && !factored_) factor_point(y);

@@ -299,6 +299,10 @@ class StiefelFamilyStepper final : public ManifoldStepper<T> {
     stepping::MatrixMap<T>(coords + c, rest_, n_) = z_.bottomRows(rest_);
   }
 
+  void forget_point() noexcept override {
+    if (policy_ == SectionPolicy::recomputed) factored_ = false;
+  }
+
   void retract(T* y, const T* coords, Retraction r) override {
     if (n_ == 0) return;
     stepping::MatrixMap<T> ym(y, N_, n_);

@@ -1,0 +1,204 @@
+// TreeGeometry: a parameter tree seen as one Riemannian manifold, the product of its leaves, in the global tangent
+// coordinates the stochastic optimizers use: storage coordinates for Euclidean and packed leaves, the lift
+// coordinates of a recomputed global section for manifold leaves (orthonormal for the metric, so the inner product
+// of two tangent vectors is the dot product of their coordinates). The solvers work on coordinate vectors only:
+//
+//   gradient(x, egrad, g)   g <- coordinates of the Riemannian gradient at x of the Euclidean gradient egrad
+//   retract(x, delta, r)    x <- R_x(delta)
+//   tangent(x, v, h, ...)   the ambient tangent vector at x with coordinates v (for a user's Hessian)
+//
+// A coordinate vector at x read at another point y is the section's vector transport from x to y (the frame moves
+// with the point). That is how the solvers carry directions and (s, y) pairs from one iterate to the next.
+#pragma once
+
+#include <Eigen/Core>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "geomopt/manifolds.hpp"
+#include "geomopt/optimizers/detail/manifold_stepper.hpp"
+#include "geomopt/optimizers/detail/spd_stepper.hpp"
+#include "geomopt/optimizers/detail/stiefel_stepper.hpp"
+#include "geomopt/optimizers/optimizer.hpp"
+#include "geomopt/ptree.hpp"
+
+namespace geomopt::detail {
+
+/// Manifold leaves of finite diameter: a line search on them gets a step ceiling.
+template <class L>
+inline constexpr bool compact_leaf = true;
+template <class T>
+inline constexpr bool compact_leaf<SPD<T>> = false;
+
+template <class Tree>
+class TreeGeometry {
+ public:
+  using T = ptree::scalar_t<Tree>;
+  using Vector = Eigen::VectorXd;
+
+  explicit TreeGeometry(const Tree& x) {
+    Eigen::Index largest = 0;
+    ptree::for_each_with_path(
+        [&](const ptree::Path& path, const auto& leaf) {
+          using L = std::remove_cvref_t<decltype(leaf)>;
+          if constexpr (manifold_point<L>) {
+            static_assert(std::is_same_v<typename L::Scalar, T>, "a manifold leaf's scalar must be the tree's");
+            auto stepper = make_stepper(leaf, SectionPolicy::recomputed);
+            units_.push_back({dim_, stepper->dim(), static_cast<int>(steppers_.size()), leaf.value().size(),
+                              compact_leaf<L>, path.str()});
+            largest = std::max(largest, stepper->dim());
+            dim_ += stepper->dim();
+            stored_ += leaf.value().size();
+            steppers_.push_back(std::move(stepper));
+          } else {
+            ptree::detail::for_each_block(
+                [&](const auto& b) {
+                  static_assert(std::is_same_v<ptree::detail::block_scalar_t<decltype(b)>, T>,
+                                "minimize: every trainable leaf must have the tree's scalar");
+                  if (!block_contiguous(b))
+                    throw std::invalid_argument(path.str() + ": a storage block must be contiguous to be solved for");
+                  const Eigen::Index n = ptree::detail::block_size(b);
+                  units_.push_back({dim_, n, -1, n, false, path.str()});
+                  dim_ += n;
+                  stored_ += n;
+                },
+                leaf);
+          }
+        },
+        x);
+    buffer_.resize(largest);
+  }
+
+  Eigen::Index dim() const noexcept { return dim_; }
+  Eigen::Index stored() const noexcept { return stored_; }
+  bool has_compact() const noexcept {
+    for (const Unit& u : units_)
+      if (u.compact) return true;
+    return false;
+  }
+  /// The norm of v's coordinates on compact manifold leaves.
+  double compact_norm(const Vector& v) const {
+    double s = 0;
+    for (const Unit& u : units_)
+      if (u.compact) s += v.segment(u.offset, u.size).squaredNorm();
+    return std::sqrt(s);
+  }
+
+  void gradient(const Tree& x, const Tree& egrad, Vector& out) {
+    out.resize(dim_);
+    std::size_t k = 0;
+    ptree::for_each(
+        [&](const auto& p, const auto& g) {
+          using L = std::remove_cvref_t<decltype(p)>;
+          if constexpr (manifold_point<L>) {
+            const Unit& u = next(k, p.value().size());
+            if (g.value().size() != u.stored)
+              throw StructureError(u.path + ": the gradient has " + std::to_string(g.value().size()) +
+                                          " numbers, the point " + std::to_string(u.stored));
+            ManifoldStepper<T>& s = *steppers_[static_cast<std::size_t>(u.stepper)];
+            s.lift(p.value().data(), g.value().data(), buffer_.data());
+            out.segment(u.offset, u.size) = buffer_.head(u.size).template cast<double>();
+          } else {
+            ptree::detail::for_each_block(
+                [&](const auto& bp, const auto& bg) {
+                  const Unit& u = next(k, ptree::detail::block_size(bp));
+                  if (ptree::detail::block_size(bg) != u.size)
+                    throw StructureError(u.path + ": the gradient's storage does not match the point's");
+                  out.segment(u.offset, u.size) =
+                      Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(block_data(bg), u.size)
+                          .template cast<double>();
+                },
+                p, g);
+          }
+        },
+        x, egrad);
+    finish(k);
+  }
+
+  /// xi <- the tangent vector at x with coordinates v, in the representation of a gradient: v itself on storage
+  /// leaves (exact); on manifold leaves the ambient matrix (R_x(h v) - R_x(-h v)) / 2h, the central difference of
+  /// the retraction curve, whose velocity at 0 is the tangent vector (error O(h^2 |v|^3)). plus and minus are left
+  /// at R_x(h v) and R_x(-h v).
+  void tangent(const Tree& x, const Vector& v, double h, Retraction r, Tree& xi, Tree& plus, Tree& minus) {
+    plus = x;
+    retract(plus, h * v, r);
+    minus = x;
+    retract(minus, -h * v, r);
+    std::size_t k = 0;
+    ptree::for_each(
+        [&](auto& out, const auto& p, const auto& m) {
+          using L = std::remove_cvref_t<decltype(out)>;
+          if constexpr (manifold_point<L>) {
+            next(k, p.value().size());
+            out.value() = (p.value() - m.value()) / static_cast<T>(2 * h);
+          } else {
+            ptree::detail::for_each_block(
+                [&](auto& b) {
+                  const Unit& u = next(k, ptree::detail::block_size(b));
+                  Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>>(block_data(b), u.size) =
+                      v.segment(u.offset, u.size).template cast<T>();
+                },
+                out);
+          }
+        },
+        xi, plus, minus);
+    finish(k);
+  }
+
+  void retract(Tree& x, const Vector& delta, Retraction r) {
+    std::size_t k = 0;
+    ptree::for_each(
+        [&](auto& p) {
+          using L = std::remove_cvref_t<decltype(p)>;
+          if constexpr (manifold_point<L>) {
+            const Unit& u = next(k, p.value().size());
+            ManifoldStepper<T>& s = *steppers_[static_cast<std::size_t>(u.stepper)];
+            buffer_.head(u.size) = delta.segment(u.offset, u.size).template cast<T>();
+            s.forget_point();
+            s.retract(p.value().data(), buffer_.data(), r);
+          } else {
+            ptree::detail::for_each_block(
+                [&](auto& b) {
+                  const Unit& u = next(k, ptree::detail::block_size(b));
+                  Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>>(block_data(b), u.size) +=
+                      delta.segment(u.offset, u.size).template cast<T>();
+                },
+                p);
+          }
+        },
+        x);
+    finish(k);
+  }
+
+ private:
+  struct Unit {
+    Eigen::Index offset = 0, size = 0;
+    int stepper = -1;
+    Eigen::Index stored = 0;
+    bool compact = false;
+    std::string path;
+  };
+
+  const Unit& next(std::size_t& k, Eigen::Index stored) const {
+    if (k >= units_.size())
+      throw StructureError("minimize: the tree has more leaves than when the solve started");
+    const Unit& u = units_[k++];
+    if (stored != u.stored)
+      throw StructureError(u.path + ": the leaf has " + std::to_string(stored) + " numbers, expected " +
+                                  std::to_string(u.stored));
+    return u;
+  }
+  void finish(std::size_t k) const {
+    if (k != units_.size())
+      throw StructureError("minimize: the tree has fewer leaves than when the solve started");
+  }
+
+  std::vector<Unit> units_;
+  std::vector<std::unique_ptr<ManifoldStepper<T>>> steppers_;
+  Eigen::Matrix<T, Eigen::Dynamic, 1> buffer_;
+  Eigen::Index dim_ = 0, stored_ = 0;
+};
+
+}  // namespace geomopt::detail
