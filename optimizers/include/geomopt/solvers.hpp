@@ -447,6 +447,15 @@ class Solver {
     const int restart = options_.conjugate_gradient_restart > 0 ? options_.conjugate_gradient_restart
                                                                 : static_cast<int>(std::max<Eigen::Index>(n, 1));
     if (method == SolverMethod::bfgs) H = Eigen::MatrixXd::Identity(n, n);
+    // Restarts and the recovery after a failed line search drop what the quasi-Newton methods learnt.
+    auto forget_memory = [&] {
+      pairs.clear();
+      rhos.clear();
+      if (method == SolverMethod::bfgs) {
+        H.setIdentity();
+        h_scaled = false;
+      }
+    };
     bool steepest = true;  // the direction is -g (first iteration, restarts, recovery)
     bool recovered = false;
 
@@ -465,12 +474,7 @@ class Solver {
       if (!(slope < 0)) {  // not a descent direction: restart from the gradient
         d = -cur.g;
         slope = -cur.g.squaredNorm();
-        pairs.clear();
-        rhos.clear();
-        if (method == SolverMethod::bfgs) {
-          H.setIdentity();
-          h_scaled = false;
-        }
+        forget_memory();
         since_restart = 0;
       }
 
@@ -478,9 +482,10 @@ class Solver {
       double t0 = 1;
       if (steepest && t_prev == 0) {
         t0 = 1 / std::max(cur.g.norm(), 1e-300);  // a unit step
-      } else if (method == SolverMethod::gradient_descent || method == SolverMethod::conjugate_gradient) {
-        t0 = t_prev * slope_prev / slope;             // the same first-order decrease as last time
-        if (method == SolverMethod::gradient_descent) t0 = t_prev * options_.expansion_factor;
+      } else if (method == SolverMethod::gradient_descent) {
+        t0 = t_prev * options_.expansion_factor;  // grow from the last accepted step
+      } else if (method == SolverMethod::conjugate_gradient) {
+        t0 = t_prev * slope_prev / slope;  // the same first-order decrease as last time
       }
       if (!(t0 > 0) || !std::isfinite(t0)) t0 = 1 / std::max(cur.g.norm(), 1e-300);
 
@@ -491,12 +496,7 @@ class Solver {
       if (!line_search(cur, d, slope, t0, t, evals)) {
         if (!steepest && !recovered) {  // one retry along the gradient with a fresh memory
           steepest = recovered = true;
-          pairs.clear();
-          rhos.clear();
-          if (method == SolverMethod::bfgs) {
-            H.setIdentity();
-            h_scaled = false;
-          }
+          forget_memory();
           t_prev = 0;
           continue;
         }
