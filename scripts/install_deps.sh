@@ -3,7 +3,7 @@
 # Idempotent: when every package is already present it installs nothing and touches no package list.
 #
 #   scripts/install_deps.sh            build + test dependencies
-#   scripts/install_deps.sh --python   also the Python reference stack (torch, numpy, h5py) used by cross-checks
+#   scripts/install_deps.sh --python   also PyTorch, the reference of the optimizer cross-checks
 set -euo pipefail
 
 packages=(
@@ -14,9 +14,11 @@ packages=(
   doctest-dev          # doctest 2.4: the test framework
   libbenchmark-dev     # Google Benchmark: benchmarks/
   libgtest-dev libgmock-dev  # only for Ceres's manifold invariant checks
+  python3-numpy python3-h5py  # io: tests/io/interop.py reads and writes files with h5py (/usr/bin/python3)
+  clang libclang-rt-14-dev    # io: scripts/fuzz_io.sh (libFuzzer, ASan, UBSan)
 )
 if [[ "${1:-}" == "--python" ]]; then
-  packages+=(python3-numpy python3-h5py python3-torch)
+  packages+=(python3-torch)
 fi
 
 missing=()

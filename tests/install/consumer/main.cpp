@@ -1,12 +1,18 @@
 // Uses the installed package the way a user would: declare a tree, flatten it, count its parameters; asking for the
 // optimizers component alone must bring manifolds, ptree and the thread library with it; a Stiefel retraction must
-// stay on the manifold, and two-thread Adam steps of a tree with a Stiefel leaf must too.
+// stay on the manifold, and two-thread Adam steps of a tree with a Stiefel leaf must too; a checkpoint of them must load
+// back into a fresh tree and state (the io component, with HDF5 nowhere in this project).
+#include <geomopt/io.hpp>
 #include <geomopt/manifolds.hpp>
 #include <geomopt/optimizers.hpp>
 #include <geomopt/ptree.hpp>
 
+#include <unistd.h>
+
 #include <Eigen/Core>
 #include <cstdio>
+#include <filesystem>
+#include <string>
 
 namespace {
 
@@ -54,5 +60,18 @@ int main() {
     return 1;
   }
   std::puts("consumer: three Adam steps on two threads");
+
+  const std::string file =
+      (std::filesystem::temp_directory_path() / ("geomopt_consumer_" + std::to_string(::getpid()) + ".h5")).string();
+  geomopt::io::save_checkpoint(file, frame, state);
+  Frame loaded{geomopt::Stiefel<double>(12, 3), Eigen::VectorXd::Zero(3)};
+  auto fresh = adam.init(loaded);
+  geomopt::io::load_checkpoint(file, loaded, fresh);
+  std::filesystem::remove(file);
+  if (loaded.y.value() != frame.y.value() || loaded.scale != frame.scale || fresh.step_count() != 3) {
+    std::fprintf(stderr, "consumer: the checkpoint did not load back\n");
+    return 1;
+  }
+  std::puts("consumer: saved and loaded a checkpoint");
   return 0;
 }

@@ -1,0 +1,140 @@
+#!/usr/bin/python3
+"""geomopt::io against h5py: saving and loading the 369-leaf D=512 tree (78M float32, 312 MB), in one run.
+
+    /usr/bin/python3 benchmarks/run_io.py BUILD_DIR [--reps 5] [--dir DIR]
+
+BUILD_DIR holds benchmarks/io_bench (configure with -DGEOMOPT_BUILD_BENCHMARKS=ON). Each repetition runs io_bench
+once (after its untimed warm-up: geomopt save without and with fsync, load with and without the crash guard), then
+h5py, in this one process (warmed up by its first repetition), writes and reads the
+very arrays io_bench saved (read back from its file, outside the timings): a plain write, a write made as durable
+as geomopt's (temporary file, fsync, rename, fsync of the directory), a read into new arrays, and read_direct into
+preallocated ones. Medians of the repetitions; the ratio is geomopt's throughput over h5py's (above 1: geomopt is
+faster). Waits while /tmp/geomopt_quiet exists or a compiler (cc1plus) runs, so that nothing else is measured.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import h5py
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_markdown import table  # noqa: E402
+
+
+def machine_busy():
+    compilers = subprocess.run(["pgrep", "cc1plus"], capture_output=True, text=True).stdout.split()
+    return os.path.exists("/tmp/geomopt_quiet") or bool(compilers)
+
+
+def wait_quiet(limit_s):
+    start = time.time()
+    while machine_busy():
+        if time.time() - start > limit_s:
+            print(f"run_io.py: still busy after {limit_s} s; measuring anyway", file=sys.stderr)
+            return False
+        time.sleep(5)
+    return True
+
+
+def fsync_path(path, directory=False):
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def h5py_save(arrays, path, durable):
+    target = path + ".tmp" if durable else path
+    with h5py.File(target, "w") as f:
+        g = f.create_group("params")
+        for name, a in arrays:
+            g.create_dataset(name, data=a)
+    if durable:
+        fsync_path(target)
+        os.replace(target, path)
+        fsync_path(os.path.dirname(path) or ".", directory=True)
+
+
+def h5py_load(names, path):
+    with h5py.File(path, "r") as f:
+        g = f["params"]
+        return [g[n][()] for n in names]
+
+
+def h5py_load_direct(out, path):
+    with h5py.File(path, "r") as f:
+        g = f["params"]
+        for name, a in out:
+            g[name].read_direct(a)
+
+
+def timed(fn, *args):
+    t0 = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - t0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("build_dir")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--dir", default=None, help="where the files go (default: BUILD_DIR/benchmarks/io_files)")
+    ap.add_argument("--wait", type=int, default=1800, help="seconds to wait for a quiet machine")
+    args = ap.parse_args()
+
+    bench = os.path.join(args.build_dir, "benchmarks", "io_bench")
+    work = args.dir or os.path.join(args.build_dir, "benchmarks", "io_files")
+    os.makedirs(work, exist_ok=True)
+    geomopt_file = os.path.join(work, "geomopt.h5")
+    h5py_file = os.path.join(work, "h5py.h5")
+
+    times = {k: [] for k in ("save", "save_durable", "load", "load_trusted",
+                             "h5py_save", "h5py_save_durable", "h5py_load", "h5py_load_direct")}
+    arrays = None
+    loads = []
+    for rep in range(args.reps):
+        quiet = wait_quiet(args.wait)
+        loads.append(os.getloadavg()[0])
+        g = json.loads(subprocess.run([bench, work], check=True, capture_output=True, text=True).stdout)
+        for k in ("save", "save_durable", "load", "load_trusted"):
+            times[k].append(g[k])
+        nbytes = g["bytes"]
+        if arrays is None:
+            with h5py.File(geomopt_file, "r") as f:
+                arrays = [(f"p{i}", f["params"][f"p{i}"][()]) for i in range(369)]
+            assert sum(a.nbytes for _, a in arrays) == nbytes
+            names = [n for n, _ in arrays]
+            direct = [(n, np.empty_like(a)) for n, a in arrays]
+        times["h5py_save"].append(timed(h5py_save, arrays, h5py_file, False))
+        times["h5py_load"].append(timed(h5py_load, names, h5py_file))
+        times["h5py_load_direct"].append(timed(h5py_load_direct, direct, h5py_file))
+        times["h5py_save_durable"].append(timed(h5py_save, arrays, h5py_file, True))
+        print(f"rep {rep}: " + ", ".join(f"{k} {v[-1]:.3f} s" for k, v in times.items())
+              + ("" if quiet else " (machine busy)"), file=sys.stderr)
+
+    med = {k: statistics.median(v) for k, v in times.items()}
+    mbps = {k: nbytes / v / 1e6 for k, v in med.items()}
+
+    def row(what, ours, theirs):
+        return [what, f"{mbps[ours]:.0f}", f"{mbps[theirs]:.0f}", f"{med[theirs] / med[ours]:.2f}x"]
+
+    print(f"369 leaves, {nbytes / 1e6:.0f} MB of float32; median of {args.reps} repetitions; "
+          f"load average {min(loads):.2f}-{max(loads):.2f} while measuring\n")
+    table(["operation", "geomopt MB/s", "h5py MB/s", "geomopt / h5py"], [
+        row("save, no fsync (geomopt: temporary file + rename) vs h5py File('w')", "save", "h5py_save"),
+        row("save, durable (fsync file and directory, rename) vs the same with h5py", "save_durable",
+            "h5py_save_durable"),
+        row("load (default: crash guard, staged, all-or-nothing) vs h5py dataset[()]", "load", "h5py_load"),
+        row("load (default) vs h5py read_direct into preallocated arrays", "load", "h5py_load_direct"),
+        row("load, isolate = false vs h5py read_direct", "load_trusted", "h5py_load_direct"),
+    ])
+
+
+if __name__ == "__main__":
+    main()

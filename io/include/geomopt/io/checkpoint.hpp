@@ -1,0 +1,118 @@
+// Checkpoints: a parameter tree, its optimizer's state and metadata in one file, saved atomically.
+//
+//   geomopt::io::save_checkpoint("ckpt.h5", params, state, {.attributes = {{"epoch", std::int64_t{3}}}});
+//   auto state = adam.init(params);                       // a fresh state of the same optimizer and tree shape
+//   geomopt::io::LoadReport r = geomopt::io::load_checkpoint("ckpt.h5", params, state);
+//
+// The file holds /params (the tree), /optimizer (one group per leaf path with a dataset per state array, and the
+// optimizer's kind, step count and hyperparameters as attributes), /ema (the moving average, when the state keeps
+// one) and /metadata (step and user attributes). Invariant: stepping after load_checkpoint continues exactly as if
+// the run had never stopped: parameters and state equal bit for bit. The optimizer's kind must match; a strict load
+// also requires equal hyperparameters (a non-strict one lists the changes in LoadReport::differences).
+// `State` is geomopt::OptimizerState<Tree> or anything with its step_count, set_step_count, optimizer,
+// hyperparameters, for_each_slot and ema members.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "geomopt/io/detail/describe.hpp"
+#include "geomopt/io/detail/view.hpp"
+#include "geomopt/io/error.hpp"
+#include "geomopt/io/tree.hpp"
+
+namespace geomopt::io {
+namespace detail {
+
+/// The checkpoint's attributes of /optimizer, the slots' views (shaped like their leaves) and the EMA tree.
+template <class Tree, class State>
+void describe_state(const GroupView& params, const State& state, std::vector<GroupView>& groups) {
+  GroupView g;
+  g.group = "optimizer";
+  g.state = true;
+  g.attributes.emplace_back("optimizer", std::string(state.optimizer()));
+  g.attributes.emplace_back("step", static_cast<std::int64_t>(state.step_count()));
+  for (const auto& [name, value] : state.hyperparameters()) g.attributes.emplace_back(name, value);
+  g.required = {"optimizer"};
+  std::unordered_map<std::string_view, const LeafView*> by_path;
+  for (const auto& leaf : params.leaves) by_path.emplace(leaf.path, &leaf);
+  // for_each_slot hands writable maps only on a non-const state; saving reads through them.
+  const_cast<State&>(state).for_each_slot([&](const std::string& path, std::string_view name, auto data) {
+    using S = std::remove_cv_t<typename decltype(data)::Scalar>;
+    const auto found = by_path.find(path);
+    if (found == by_path.end())
+      throw Error("checkpoint", {{ProblemKind::type, path,
+                                  "the optimizer state has a leaf the tree lacks: was it made for another tree?"}});
+    const LeafView* leaf = found->second;
+    LeafView v;
+    v.path = path + "." + std::string(name);
+    v.segments = leaf->segments;
+    v.segments.emplace_back(name);
+    BlockView b;
+    b.data = const_cast<S*>(data.data());
+    b.dtype = dtype_of<S>();
+    b.rows = data.rows();
+    b.cols = data.cols();
+    // Shaped like the parameter when it has the parameter's size: a scalar leaf's slot is a scalar, a vector's a
+    // vector; a manifold leaf's tangent coordinates are a vector.
+    const BlockView* p = !leaf->structured && leaf->blocks.size() == 1 ? &leaf->blocks[0] : nullptr;
+    if (p != nullptr && p->rank == 0 && b.rows * b.cols == 1)
+      b.rank = 0;
+    else
+      b.rank = b.cols == 1 ? 1 : 2;
+    v.blocks.push_back(b);
+    g.leaves.push_back(std::move(v));
+  });
+  groups.push_back(std::move(g));
+  if (const Tree* ema = state.ema()) groups.push_back(describe(*ema, "ema"));
+}
+
+}  // namespace detail
+
+template <class Tree, class State>
+void save_checkpoint(const std::string& filename, const Tree& params, const State& optimizer_state,
+                     const Metadata& metadata = {}, const SaveOptions& options = {}) {
+  std::vector<detail::GroupView> groups;
+  groups.push_back(detail::describe(params, options.group));
+  detail::describe_state<Tree>(groups[0], optimizer_state, groups);
+  detail::GroupView meta;
+  meta.group = "metadata";
+  meta.has_tree = false;
+  meta.attributes.emplace_back("step", metadata.step.value_or(static_cast<std::int64_t>(optimizer_state.step_count())));
+  for (const auto& [name, value] : metadata.attributes) meta.attributes.emplace_back(name, value);
+  groups.push_back(std::move(meta));
+  detail::write_file(filename, groups, options, "save_checkpoint");
+}
+
+template <class Tree, class State>
+LoadReport load_checkpoint(const std::string& filename, Tree& params, State& optimizer_state,
+                           const LoadOptions& options = {}) {
+  std::vector<detail::GroupView> groups;
+  groups.push_back(detail::describe(params, options.group));
+  detail::describe_state<Tree>(groups[0], optimizer_state, groups);
+  // The step is read, not compared.
+  auto& attrs = groups[1].attributes;
+  std::erase_if(attrs, [](const auto& a) { return a.first == "step"; });
+  detail::GroupView meta;
+  meta.group = "metadata";
+  meta.has_tree = false;
+  groups.push_back(std::move(meta));
+  detail::GroupAttributes read;
+  LoadReport report = detail::read_file(filename, groups, options, &read, "load_checkpoint");
+  for (const auto& [name, value] : read[1])
+    if (name == "step" && std::holds_alternative<std::int64_t>(value))
+      optimizer_state.set_step_count(std::get<std::int64_t>(value));
+  for (const auto& [name, value] : read.back()) {
+    if (name == "step" && std::holds_alternative<std::int64_t>(value))
+      report.metadata.step = std::get<std::int64_t>(value);
+    else
+      report.metadata.attributes[name] = value;
+  }
+  return report;
+}
+
+}  // namespace geomopt::io

@@ -1,0 +1,152 @@
+// Turns a parameter tree into GroupView: one walk over all leaves (trainable and buffers), recording each storage
+// block's address, scalar type, shape and memory order, and each tied path with the path it repeats. This is the
+// only code instantiated per tree type; everything else is compiled once in the io library.
+#pragma once
+
+#include <Eigen/Core>
+#include <concepts>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "geomopt/io/detail/view.hpp"
+#include "geomopt/io/error.hpp"
+#include "geomopt/ptree.hpp"
+
+namespace geomopt::io::detail {
+
+template <class S>
+constexpr Dtype dtype_of() {
+  if constexpr (std::is_same_v<S, float>)
+    return Dtype::f32;
+  else if constexpr (std::is_same_v<S, double>)
+    return Dtype::f64;
+  else if constexpr (std::is_same_v<S, bool>)
+    return Dtype::boolean;
+  else if constexpr (std::is_integral_v<S> && std::is_signed_v<S> && sizeof(S) == 1)
+    return Dtype::i8;
+  else if constexpr (std::is_integral_v<S> && std::is_signed_v<S> && sizeof(S) == 2)
+    return Dtype::i16;
+  else if constexpr (std::is_integral_v<S> && std::is_signed_v<S> && sizeof(S) == 4)
+    return Dtype::i32;
+  else if constexpr (std::is_integral_v<S> && std::is_signed_v<S> && sizeof(S) == 8)
+    return Dtype::i64;
+  else if constexpr (std::is_integral_v<S> && sizeof(S) == 1)
+    return Dtype::u8;
+  else if constexpr (std::is_integral_v<S> && sizeof(S) == 2)
+    return Dtype::u16;
+  else if constexpr (std::is_integral_v<S> && sizeof(S) == 4)
+    return Dtype::u32;
+  else if constexpr (std::is_integral_v<S> && sizeof(S) == 8)
+    return Dtype::u64;
+  else
+    static_assert(ptree::detail::always_false<S>,
+                  "geomopt::io saves float, double, integer and bool storage only; cast a tree of long double or "
+                  "dual numbers (ptree::cast<double>) before saving it");
+}
+
+[[noreturn]] void throw_not_contiguous(const std::string& path);  // compiled once
+
+template <class B>
+BlockView block_view(const B& b, const std::string& path) {
+  BlockView v;
+  if constexpr (ptree::detail::any_scalar<B>) {
+    v.data = const_cast<B*>(&b);
+    v.dtype = dtype_of<B>();
+  } else {
+    using S = typename B::Scalar;
+    v.data = const_cast<S*>(b.data());
+    v.dtype = dtype_of<std::remove_cv_t<S>>();
+    v.rows = b.rows();
+    v.cols = b.cols();
+    v.rank = B::ColsAtCompileTime == 1 ? 1 : 2;
+    v.row_major = bool(B::IsRowMajor);
+    // The library reads and writes a block as one dense array.
+    const bool dense = b.size() <= 1 || (b.innerStride() == 1 &&
+                                         (v.rank == 1 || b.outerStride() == (v.row_major ? b.cols() : b.rows())));
+    if (!dense) throw_not_contiguous(path);
+  }
+  return v;
+}
+
+template <class L>
+std::vector<std::pair<std::string, std::int64_t>> leaf_metadata(const L& leaf) {
+  std::vector<std::pair<std::string, std::int64_t>> m;
+  if constexpr (requires {
+                  { leaf.N() } -> std::convertible_to<std::int64_t>;
+                })
+    m.emplace_back("N", static_cast<std::int64_t>(leaf.N()));
+  if constexpr (requires {
+                  { leaf.n() } -> std::convertible_to<std::int64_t>;
+                })
+    m.emplace_back("n", static_cast<std::int64_t>(leaf.n()));
+  return m;
+}
+
+inline std::vector<std::string> segments_of(const ptree::Path& path) {
+  std::vector<std::string> s;
+  s.reserve(path.size());
+  for (const auto& seg : path) {
+    if (seg.kind == ptree::Path::Segment::Kind::index)
+      s.push_back(std::to_string(seg.index));
+    else
+      s.emplace_back(seg.name);
+  }
+  return s;
+}
+
+struct Describer {
+  static constexpr bool kPaths = true;
+  static constexpr bool kBufferHook = true;
+
+  GroupView* out;
+  std::unordered_map<const void*, std::pair<std::string, std::vector<std::string>>> first;
+
+  template <class L>
+  void add(const ptree::Path& path, const L& leaf, bool trainable) {
+    LeafView v;
+    v.path = path.str();
+    v.segments = segments_of(path);
+    v.trainable = trainable;
+    if constexpr (ptree::detail::kind_v<L> == ptree::detail::Kind::protocol_leaf) {
+      v.structured = true;
+      v.type = ptree::detail::leaf_type_name(leaf);
+      v.metadata = leaf_metadata(leaf);
+    }
+    ptree::detail::for_each_block([&](const auto& b) { v.blocks.push_back(block_view(b, v.path)); }, leaf);
+    out->leaves.push_back(std::move(v));
+  }
+  template <class L>
+  void leaf(const ptree::Path& path, const L& l) {
+    add(path, l, true);
+  }
+  template <class L>
+  void buffer(const ptree::Path& path, const L& l) {
+    add(path, l, false);
+  }
+  template <class Ids, class N>
+  void on_shared(const ptree::Path& path, const Ids& ids, const N& node) {
+    if (!node) return;
+    if (ids[0] == ptree::detail::kNotTied) {
+      first.emplace(node.get(), std::make_pair(path.str(), segments_of(path)));
+    } else {
+      const auto& target = first.at(node.get());
+      out->aliases.push_back({path.str(), segments_of(path), target.first, target.second});
+    }
+  }
+};
+
+/// The view of a tree in `group`. The pointers are writable when the tree is (load); save only reads them.
+template <class Tree>
+GroupView describe(const Tree& tree, std::string group) {
+  GroupView g;
+  g.group = std::move(group);
+  Describer d{&g, {}};
+  ptree::detail::walk<ptree::all_t>(d, tree);
+  return g;
+}
+
+}  // namespace geomopt::io::detail

@@ -1,0 +1,72 @@
+// The flat, type-erased description of a tree that the templates hand to the compiled library: one LeafView per
+// leaf (path, segments, storage blocks with scalar type, shape and memory order, structured type and metadata,
+// trainable or buffer) and one AliasView per tied path. A view holds pointers into the tree: it is valid while the
+// tree is alive and unmoved, and the library writes through them only after a load has checked everything.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "geomopt/io/options.hpp"
+
+namespace geomopt::io::detail {
+
+enum class Dtype : std::uint8_t { f32, f64, i8, u8, i16, u16, i32, u32, i64, u64, boolean };
+
+/// "float32", "int64", "bool", ...
+const char* dtype_name(Dtype d) noexcept;
+std::size_t dtype_size(Dtype d) noexcept;
+
+struct BlockView {
+  void* data = nullptr;
+  Dtype dtype = Dtype::f64;
+  int rank = 0;  ///< 0 scalar, 1 vector (rows), 2 matrix (rows, cols)
+  std::int64_t rows = 1, cols = 1;
+  bool row_major = false;  ///< memory order of a rank-2 block; the file is always row-major
+};
+
+struct LeafView {
+  std::string path;                   ///< dotted
+  std::vector<std::string> segments;  ///< one HDF5 link name per segment
+  bool trainable = true;
+  bool structured = false;  ///< a group of blocks with a type attribute, not a dataset
+  std::string type;         ///< structured: the leaf's type name ("SymmetricMatrix")
+  std::vector<std::pair<std::string, std::int64_t>> metadata;  ///< structured: n, N, ...
+  std::vector<BlockView> blocks;
+};
+
+struct AliasView {
+  std::string path;  ///< the repeated (tied) path
+  std::vector<std::string> segments;
+  std::string target;  ///< the first path of the same node
+  std::vector<std::string> target_segments;
+};
+
+/// One group of the file: a tree, an optimizer's slots, or attributes only.
+struct GroupView {
+  std::string group;  ///< "params", "optimizer", "ema", "metadata"
+  std::vector<LeafView> leaves;
+  std::vector<AliasView> aliases;
+  /// Saved as the group's attributes. On load, `required` ones must be equal (always an error), the others must be
+  /// equal in a strict load and are reported as differences otherwise.
+  std::vector<std::pair<std::string, Attribute>> attributes;
+  std::vector<std::string> required;
+  bool has_tree = true;  ///< false: attributes only (no leaves are expected or enumerated)
+  bool state = false;    ///< optimizer state: its arrays are neither parameters nor buffers (no trainable attribute)
+};
+
+/// The attributes of each group read, in the order of the views.
+using GroupAttributes = std::vector<std::vector<std::pair<std::string, Attribute>>>;
+
+/// Writes the groups atomically to filename (temporary file, flush, rename). Throws Error.
+void write_file(const std::string& filename, const std::vector<GroupView>& groups, const SaveOptions& options,
+                const char* what);
+
+/// Checks the file against the views and, when everything matches, writes its data through them. Throws Error
+/// (with nothing written) otherwise. `attributes` receives every attribute of each group.
+LoadReport read_file(const std::string& filename, const std::vector<GroupView>& groups, const LoadOptions& options,
+                     GroupAttributes* attributes, const char* what);
+
+}  // namespace geomopt::io::detail

@@ -1,0 +1,22 @@
+// describe(filename): a readable summary of any file in the layout of docs/file_format.md: every leaf with its
+// path, type, shape, free parameters, bytes and whether it is trainable, every alias (tied path), the optimizer's
+// kind, step, hyperparameters and state arrays, and the metadata. What geomopt-inspect prints. Throws Error.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace geomopt::io {
+
+std::string describe(const std::string& filename);
+
+namespace detail {
+/// Reads every structure of a file that a load or describe may read (superblock, every group, link, attribute,
+/// dataset type and shape, and the data of chunked datasets), in this process, unguarded. Returns normally, or
+/// throws Error; a file that crashes HDF5 crashes the caller. Each of `groups` ("params", ...) is also walked on its
+/// own, as a load walks it. Run by `geomopt-inspect --check FILE [GROUP...]`, the child that the load's crash guard
+/// spawns.
+void check_structure(const std::string& filename, const std::vector<std::string>& groups = {});
+}  // namespace detail
+
+}  // namespace geomopt::io

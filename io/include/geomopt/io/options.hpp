@@ -1,0 +1,66 @@
+// Options of save and load, checkpoint metadata, and the report of a load.
+//
+// SaveOptions: where the tree goes in the file (group), gzip level (0 = none), whether an existing file may be
+// replaced, and whether the file is flushed to disk before it replaces the target (durable).
+// LoadOptions: strict (every missing or unexpected path is an error) or not, and whether float32 and float64 may be
+// converted into each other. A LoadReport holds what a successful load found: loaded, missing and unexpected
+// paths, the paths converted by a cast, differences a non-strict load let pass, and a checkpoint's metadata.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace geomopt::io {
+
+struct SaveOptions {
+  std::string group = "params";  ///< the group of the tree under the file's root ("a/b" nests)
+  int compression = 0;           ///< gzip level 0 (none) to 9; chunked storage when above 0
+  bool overwrite = true;         ///< replace an existing file; false throws Error when the target exists
+  bool durable = true;           ///< fsync the new file and its directory before and after the rename
+
+  /// Whether the options make sense; when not, *error says why.
+  bool is_valid(std::string* error) const;
+};
+
+struct LoadOptions {
+  std::string group = "params";
+  bool strict = true;  ///< missing and unexpected paths are errors; otherwise they are reported
+  bool cast = false;   ///< float32 <-> float64 (and integer widths) are converted instead of being an error
+  /// Read the file's structure once in a forked child before reading it here, so that a corrupt file which
+  /// crashes the HDF5 library ends in an Error (HDF5 1.10 trusts parts of a file's structure). Costs a fork and a
+  /// second pass over the metadata; turn off only for files you trust, or where fork() is not allowed.
+  bool isolate = true;
+
+  bool is_valid(std::string* error) const;
+};
+
+/// A user attribute of a checkpoint: an integer, a real number or a string.
+using Attribute = std::variant<std::int64_t, double, std::string>;
+
+struct Metadata {
+  /// The training step recorded with the checkpoint; save_checkpoint records the optimizer's step count when unset.
+  std::optional<std::int64_t> step = std::nullopt;
+  std::map<std::string, Attribute> attributes{};  ///< epoch, learning rate schedule, git revision, ...
+};
+
+struct LoadReport {
+  std::vector<std::string> loaded{};       ///< leaves read, by dotted path
+  std::vector<std::string> missing{};      ///< in the tree, not in the file (left as they were)
+  std::vector<std::string> unexpected{};   ///< in the file, not in the tree (ignored)
+  std::vector<std::string> cast{};         ///< leaves whose scalar type was converted
+  std::vector<std::string> differences{};  ///< what a non-strict load let pass (hyperparameters, ties)
+  Metadata metadata{};                     ///< load_checkpoint: the checkpoint's step and attributes
+
+  /// True when every leaf of the tree was loaded and nothing in the file was left over.
+  bool complete() const noexcept { return missing.empty() && unexpected.empty(); }
+  /// One line: "loaded 12 leaves; 1 missing, 0 unexpected".
+  std::string brief_report() const;
+  /// Every path of every list, one per line.
+  std::string full_report() const;
+};
+
+}  // namespace geomopt::io

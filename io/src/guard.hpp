@@ -1,0 +1,20 @@
+// crash_guard: runs a read-only pass over an untrusted file in a forked child first, so that a file that crashes
+// the HDF5 library (HDF5 1.10 dereferences some corrupt structures without checking them; the fuzz target finds
+// such files within seconds) ends in an Error rather than in the caller's process dying. Invariant: work() runs in
+// the child only, sees a copy of the process, and its effects are lost; the parent learns only whether it
+// survived. HDF5 is deterministic, so a file the child survived is then read safely by the parent.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace geomopt::io::detail {
+
+/// Throws Error(context, file problem) when the checker (`geomopt-inspect --check filename groups...`) or, without
+/// one, work() in a forked child dies of a signal (or of a sanitizer's report).
+/// `meanwhile` runs in this process while the checker or child works (the load faults in its staging area then).
+void crash_guard(const std::string& context, const std::string& filename, const std::vector<std::string>& groups,
+                 const std::function<void()>& work, const std::function<void()>& meanwhile = {});
+
+}  // namespace geomopt::io::detail

@@ -1,0 +1,433 @@
+// read_file: checks a file against the views of a tree (and of an optimizer's state), collecting every problem,
+// then reads all data into one staging area and only then copies it into the tree, so a failed load changes
+// nothing (docs/file_format.md has the matching rules).
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "geomopt/io/detail/view.hpp"
+#include "geomopt/io/error.hpp"
+#include "guard.hpp"
+#include "h5.hpp"
+#include "transpose.hpp"
+
+namespace geomopt::io::detail {
+namespace {
+
+using h5::check;
+using h5::checked;
+using h5::EntryKind;
+using h5::Failure;
+using h5::Id;
+
+// One block to read: where from, as what, and where it goes.
+struct Planned {
+  std::string h5path;  // the dataset
+  std::string what;    // the leaf path (and block) for messages
+  const BlockView* block;
+  Dtype memory;  // the type HDF5 converts to while reading
+  std::size_t offset = 0;
+  std::size_t bytes = 0;
+};
+
+// The staging area: one allocation, in huge pages where the kernel offers them, since page faults of a fresh
+// buffer cost as much as the copy itself.
+struct Arena {
+  void* data = nullptr;
+  std::size_t size = 0;
+  explicit Arena(std::size_t bytes) : size(bytes) {
+    if (bytes == 0) return;
+    constexpr std::size_t kHuge = std::size_t{2} << 20;
+    if (bytes >= kHuge) {
+      const std::size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
+      data = std::aligned_alloc(kHuge, rounded);
+#ifdef MADV_HUGEPAGE
+      if (data != nullptr) ::madvise(data, rounded, MADV_HUGEPAGE);
+#endif
+    } else {
+      data = std::malloc(bytes);
+    }
+    if (data == nullptr) throw Failure("cannot allocate " + std::to_string(bytes) + " bytes to stage the load");
+  }
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+  ~Arena() { std::free(data); }
+  /// Takes the page faults now (in huge pages where granted), while the crash guard's checker runs.
+  void fault_in() {
+    auto* p = static_cast<volatile unsigned char*>(data);
+    for (std::size_t i = 0; i < size; i += 4096) p[i] = 0;
+  }
+  unsigned char* at(std::size_t offset) const { return static_cast<unsigned char*>(data) + offset; }
+};
+
+std::string shape_text(const std::vector<hsize_t>& dims) {
+  if (dims.empty()) return "scalar";
+  std::string s = "(";
+  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + (dims.size() == 1 ? ",)" : ")");
+}
+std::vector<hsize_t> block_dims(const BlockView& b) {
+  if (b.rank == 0) return {};
+  if (b.rank == 1) return {static_cast<hsize_t>(b.rows)};
+  return {static_cast<hsize_t>(b.rows), static_cast<hsize_t>(b.cols)};
+}
+bool is_float(Dtype d) { return d == Dtype::f32 || d == Dtype::f64; }
+bool is_integer(Dtype d) { return !is_float(d) && d != Dtype::boolean; }
+
+class Reader {
+ public:
+  Reader(hid_t file, const LoadOptions& options, LoadReport& report, std::vector<Problem>& problems)
+      : file_(file), options_(options), report_(report), problems_(problems) {}
+
+  std::vector<std::pair<std::string, Attribute>> group(const GroupView& g) {
+    const std::string root = "/" + g.group;
+    std::vector<std::pair<std::string, Attribute>> attributes;
+    const bool present = h5::exists(file_, root);
+    if (present) {
+      Id obj = checked(H5Oopen(file_, root.c_str(), H5P_DEFAULT), H5Oclose, root);
+      attributes = h5::read_attributes(obj.get());
+    }
+    compare_attributes(g, attributes, present);
+    if (!g.has_tree) return attributes;
+    if (!present) {
+      problems_.push_back({ProblemKind::missing, "", "no group " + root + " in the file (" + root_listing() + ")"});
+      for (const LeafView& leaf : g.leaves) missing(g, leaf.path);
+      return attributes;
+    }
+    const auto entries = h5::list_links(file_, root, nullptr);
+    std::set<std::string> known;
+    for (const LeafView& leaf : g.leaves) {
+      known.insert(leaf.path);
+      const auto it = entries.find(leaf.path);
+      if (it == entries.end()) {
+        missing(g, leaf.path);
+        continue;
+      }
+      plan_leaf(g, leaf, it->second);
+    }
+    for (const AliasView& a : g.aliases) {
+      known.insert(a.path);
+      const auto alias = entries.find(a.path);
+      const auto target = entries.find(a.target);
+      const bool linked = alias != entries.end() && target != entries.end() && alias->second.address != HADDR_UNDEF &&
+                          alias->second.address == target->second.address;
+      if (linked) continue;
+      const std::string why = alias == entries.end()
+                                  ? "tied to " + a.target + " in the tree; the file has no link here"
+                                  : "tied to " + a.target + " in the tree; a separate object in the file";
+      if (options_.strict)
+        problems_.push_back({ProblemKind::tie, label(g, a.path), why});
+      else
+        report_.differences.push_back(label(g, a.path) + ": " + why);
+    }
+    for (const auto& [dotted, e] : entries) {
+      if (e.kind == EntryKind::group) continue;
+      if (known.count(dotted) != 0 || under_alias(g, dotted)) continue;
+      if (options_.strict)
+        problems_.push_back({ProblemKind::unexpected, label(g, dotted), "in the file, not in the tree"});
+      else
+        report_.unexpected.push_back(label(g, dotted));
+    }
+    return attributes;
+  }
+
+  std::vector<Planned>& plan() { return plan_; }
+  std::size_t total() const { return total_; }
+
+ private:
+  // Paths outside /params carry their group, so a report tells parameters from optimizer state.
+  static std::string label(const GroupView& g, const std::string& path) {
+    if (g.group == "params") return path;
+    return g.group + ":" + path;
+  }
+  static bool under_alias(const GroupView& g, const std::string& dotted) {
+    for (const AliasView& a : g.aliases)
+      if (dotted.size() > a.path.size() && dotted.compare(0, a.path.size(), a.path) == 0 &&
+          dotted[a.path.size()] == '.')
+        return true;
+    return false;
+  }
+
+  std::string root_listing() {
+    try {
+      std::vector<std::string> order;
+      const auto entries = h5::list_links(file_, "/", &order);
+      std::string s;
+      int n = 0;
+      for (const auto& dotted : order) {
+        if (dotted.empty() || dotted.find('.') != std::string::npos) continue;
+        s += (n++ ? ", /" : "/") + dotted;
+        if (n == 8) {
+          s += ", ...";
+          break;
+        }
+      }
+      return s.empty() ? "the file's root is empty" : "its root holds " + s;
+    } catch (const Failure&) {
+      return "its root cannot be listed";
+    }
+  }
+
+  void missing(const GroupView& g, const std::string& path) {
+    if (options_.strict)
+      problems_.push_back({ProblemKind::missing, label(g, path), "in the tree, not in the file"});
+    else
+      report_.missing.push_back(label(g, path));
+  }
+
+  void compare_attributes(const GroupView& g, const std::vector<std::pair<std::string, Attribute>>& found,
+                          bool present) {
+    for (const auto& [name, value] : g.attributes) {
+      const bool required = std::find(g.required.begin(), g.required.end(), name) != g.required.end();
+      const Attribute* f = nullptr;
+      for (const auto& [n, v] : found)
+        if (n == name) f = &v;
+      if (f != nullptr && *f == value) continue;
+      // A hyperparameter written by another tool may be an integer where geomopt has a double.
+      if (f != nullptr && std::holds_alternative<std::int64_t>(*f) && std::holds_alternative<double>(value) &&
+          static_cast<double>(std::get<std::int64_t>(*f)) == std::get<double>(value))
+        continue;
+      if (!present && !required && !options_.strict) continue;
+      const std::string why = f == nullptr ? name + " is " + h5::attribute_text(value) + " here, absent in the file"
+                                           : name + " is " + h5::attribute_text(*f) + " in the file, " +
+                                                 h5::attribute_text(value) + " here";
+      if (required || options_.strict)
+        problems_.push_back({ProblemKind::metadata, g.group, why});
+      else
+        report_.differences.push_back(g.group + ": " + why);
+    }
+  }
+
+  void plan_leaf(const GroupView& g, const LeafView& leaf, const h5::Entry& e) {
+    const std::string where = label(g, leaf.path);
+    if (e.names > 1) {
+      problems_.push_back({ProblemKind::type, where,
+                           "ambiguous: " + std::to_string(e.names) + " links in the file have this dotted path"});
+      return;
+    }
+    if (e.kind == EntryKind::other) {
+      problems_.push_back({ProblemKind::type, where, "a soft or external link in the file, which is not followed"});
+      return;
+    }
+    if (e.kind == EntryKind::group) {
+      problems_.push_back({ProblemKind::type, where,
+                           std::string(leaf.structured ? "a " + leaf.type + " leaf" : "a leaf") +
+                               " in the tree, a group of branches in the file"});
+      return;
+    }
+    if (!leaf.structured) {
+      if (e.kind != EntryKind::dataset) {
+        problems_.push_back({ProblemKind::type, where, "a plain array in the tree, a structured leaf in the file"});
+        return;
+      }
+      if (plan_block(where, e.h5path, leaf.blocks.at(0))) report_.loaded.push_back(where);
+      return;
+    }
+    if (e.kind != EntryKind::structured) {
+      problems_.push_back({ProblemKind::type, where, leaf.type + " in the tree, a plain dataset in the file"});
+      return;
+    }
+    Id grp = checked(H5Oopen(file_, e.h5path.c_str(), H5P_DEFAULT), H5Oclose, where);
+    bool ok = true;
+    const auto type = h5::read_attribute(grp.get(), "type");
+    const std::string file_type =
+        type && std::holds_alternative<std::string>(*type) ? std::get<std::string>(*type) : std::string("(unreadable)");
+    if (file_type != leaf.type) {
+      problems_.push_back({ProblemKind::type, where, file_type + " in the file, " + leaf.type + " in the tree"});
+      return;
+    }
+    for (const auto& [name, value] : leaf.metadata) {
+      const auto f = h5::read_attribute(grp.get(), name);
+      if (f && std::holds_alternative<std::int64_t>(*f) && std::get<std::int64_t>(*f) == value) continue;
+      problems_.push_back({ProblemKind::metadata, where,
+                           name + " is " + (f ? h5::attribute_text(*f) : std::string("absent")) + " in the file, " +
+                               std::to_string(value) + " in the tree"});
+      ok = false;
+    }
+    H5G_info_t info;
+    check(H5Gget_info(grp.get(), &info), where);
+    if (info.nlinks != leaf.blocks.size()) {
+      problems_.push_back({ProblemKind::shape, where,
+                           std::to_string(info.nlinks) + " storage blocks in the file, " +
+                               std::to_string(leaf.blocks.size()) + " in the tree"});
+      return;
+    }
+    for (std::size_t b = 0; b < leaf.blocks.size(); ++b) {
+      const std::string name = std::to_string(b);
+      const htri_t has = H5Lexists(grp.get(), name.c_str(), H5P_DEFAULT);
+      if (has <= 0) {
+        H5Eclear2(H5E_DEFAULT);
+        problems_.push_back({ProblemKind::missing, where + " (block " + name + ")", "no dataset \"" + name + "\""});
+        ok = false;
+        continue;
+      }
+      ok = plan_block(where + (leaf.blocks.size() > 1 ? " (block " + name + ")" : ""), e.h5path + "/" + name,
+                      leaf.blocks[b]) &&
+           ok;
+    }
+    if (ok) report_.loaded.push_back(where);
+  }
+
+  bool plan_block(const std::string& where, const std::string& h5path, const BlockView& b) {
+    Id d = checked(H5Oopen(file_, h5path.c_str(), H5P_DEFAULT), H5Oclose, where);
+    if (H5Iget_type(d.get()) != H5I_DATASET) {
+      problems_.push_back({ProblemKind::type, where, "a group in the file where a dataset was expected"});
+      return false;
+    }
+    bool ok = true;
+    const auto dims = h5::dimensions(d.get());
+    const auto want = block_dims(b);
+    if (!dims) {
+      problems_.push_back(
+          {ProblemKind::shape, where, "an empty (null) dataspace in the file, " + shape_text(want) + " in the tree"});
+      ok = false;
+    } else if (*dims != want) {
+      problems_.push_back({ProblemKind::shape, where,
+                           "shape " + shape_text(*dims) + " in the file, " + shape_text(want) + " in the tree"});
+      ok = false;
+    }
+    Id type = checked(H5Dget_type(d.get()), H5Tclose, where);
+    std::string unsupported;
+    const auto dtype = h5::classify(type.get(), &unsupported);
+    Dtype memory = b.dtype;
+    if (!dtype) {
+      problems_.push_back(
+          {ProblemKind::dtype, where, unsupported + " in the file, " + dtype_name(b.dtype) + " in the tree"});
+      return false;
+    }
+    if (*dtype != b.dtype) {
+      const bool castable =
+          options_.cast && ((is_float(*dtype) && is_float(b.dtype)) || (is_integer(*dtype) && is_integer(b.dtype)));
+      const bool bool_bytes = b.dtype == Dtype::boolean && dtype_size(*dtype) == 1 && is_integer(*dtype);
+      if (bool_bytes) {
+        memory = *dtype;
+      } else if (castable) {
+        report_.cast.push_back(where + ": " + dtype_name(*dtype) + " -> " + dtype_name(b.dtype));
+      } else {
+        problems_.push_back({ProblemKind::dtype, where,
+                             std::string(dtype_name(*dtype)) + " in the file, " + dtype_name(b.dtype) + " in the tree" +
+                                 (is_float(*dtype) && is_float(b.dtype) ? " (LoadOptions::cast converts)" : "")});
+        ok = false;
+      }
+    }
+    if (!ok) return false;
+    Planned p{h5path, where, &b, memory, total_, dtype_size(b.dtype) * static_cast<std::size_t>(b.rows * b.cols)};
+    // Keep every block 64-byte aligned in the arena.
+    total_ += (p.bytes + 63) / 64 * 64;
+    plan_.push_back(std::move(p));
+    return true;
+  }
+
+  hid_t file_;
+  LoadOptions options_;
+  LoadReport& report_;
+  std::vector<Problem>& problems_;
+  std::vector<Planned> plan_;
+  std::size_t total_ = 0;
+};
+
+void commit(const Planned& p, const unsigned char* src) {
+  const BlockView& b = *p.block;
+  const std::size_t n = static_cast<std::size_t>(b.rows * b.cols);
+  if (b.dtype == Dtype::boolean) {
+    bool* dst = static_cast<bool*>(b.data);
+    for (std::size_t i = 0; i < n; ++i) dst[i] = src[i] != 0;
+  } else if (b.rank == 2 && !b.row_major && b.rows > 1 && b.cols > 1) {
+    // The staged block is rows x cols row-major, which is its transpose column-major.
+    transpose(b.data, src, b.cols, b.rows, b.cols, dtype_size(b.dtype));
+  } else if (n != 0) {
+    std::memcpy(b.data, src, p.bytes);
+  }
+}
+
+// The whole load; `dry` (in crash_guard's forked child) does all of it, in the same order and with the same
+// allocations, but stops before the commit, so the child replays exactly what this process is about to do.
+LoadReport read_pass(const std::string& filename, const std::vector<GroupView>& groups, const LoadOptions& options,
+                     GroupAttributes* attributes, const std::string& context, bool dry, Arena* staged) {
+  auto file_problem = [&](const std::string& message) { return Error(context, {{ProblemKind::file, "", message}}); };
+  LoadReport report;
+  std::vector<Problem> problems;
+  try {
+    const htri_t is_hdf5 = H5Fis_hdf5(filename.c_str());
+    if (is_hdf5 <= 0) {
+      h5::last_error();
+      throw file_problem(filename + " is not an HDF5 file (no HDF5 signature)");
+    }
+    Id fapl = checked(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "file properties");
+    check(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG), "file properties");
+    const hid_t raw = H5Fopen(filename.c_str(), H5F_ACC_RDONLY, fapl.get());
+    if (raw < 0)
+      throw file_problem("cannot open " + filename + " as HDF5 (corrupt or truncated?): " + h5::last_error());
+    Id file(raw, H5Fclose);
+
+    Reader reader(file.get(), options, report, problems);
+    GroupAttributes found;
+    for (const GroupView& g : groups) found.push_back(reader.group(g));
+    // The dry pass goes on to the data: a lenient load reads the same blocks as a strict one.
+    if (!problems.empty() && !dry) throw Error(context, std::move(problems));
+
+    std::unique_ptr<Arena> own;
+    if (staged == nullptr || staged->size < reader.total()) {
+      own = std::make_unique<Arena>(reader.total());
+      staged = own.get();
+    }
+    Arena& arena = *staged;
+    for (Planned& p : reader.plan()) {
+      Id d = checked(H5Dopen2(file.get(), p.h5path.c_str(), H5P_DEFAULT), H5Dclose, p.what);
+      Id mtype = h5::memory_type(p.memory);
+      if (p.bytes != 0 && H5Dread(d.get(), mtype.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, arena.at(p.offset)) < 0)
+        problems.push_back({ProblemKind::file, p.what, "cannot read the data: " + h5::last_error()});
+    }
+    if (!problems.empty()) throw Error(context, std::move(problems));
+    if (dry) return report;
+    // Past this point nothing can fail: the tree changes all at once or not at all.
+    for (const Planned& p : reader.plan()) commit(p, arena.at(p.offset));
+    if (attributes != nullptr) *attributes = std::move(found);
+  } catch (const Failure& f) {
+    throw file_problem(std::string("the file is damaged or not in geomopt's layout: ") + f.what());
+  }
+  return report;
+}
+
+}  // namespace
+
+LoadReport read_file(const std::string& filename, const std::vector<GroupView>& groups, const LoadOptions& options,
+                     GroupAttributes* attributes, const char* what) {
+  const std::string context = std::string(what) + "(\"" + filename + "\")";
+  std::string why;
+  if (!options.is_valid(&why)) throw Error(context, {{ProblemKind::file, "", why}});
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(filename, ec))
+    throw Error(context, {{ProblemKind::file, "", "no such file: " + filename}});
+  auto lock = h5::enter();
+  std::unique_ptr<Arena> staged;
+  if (options.isolate) {
+    std::vector<std::string> names;
+    std::size_t bound = 0;  // every block of the views: no load stages more
+    for (const GroupView& g : groups) {
+      names.push_back(g.group);
+      for (const LeafView& leaf : g.leaves)
+        for (const BlockView& b : leaf.blocks)
+          bound += (dtype_size(b.dtype) * static_cast<std::size_t>(b.rows * b.cols) + 63) / 64 * 64;
+    }
+    crash_guard(
+        context, filename, names, [&] { read_pass(filename, groups, options, nullptr, context, true, nullptr); },
+        [&] {
+          try {
+            staged = std::make_unique<Arena>(bound);
+            staged->fault_in();
+          } catch (const Failure&) {
+            staged.reset();  // the load allocates what it needs itself, and reports a failure there
+          }
+        });
+  }
+  return read_pass(filename, groups, options, attributes, context, false, staged.get());
+}
+
+}  // namespace geomopt::io::detail

@@ -1,0 +1,152 @@
+#!/usr/bin/python3
+"""Interop of geomopt::io with h5py (run by CTest with Debian's /usr/bin/python3).
+
+  interop.py TOOL WORKDIR
+
+1. TOOL writes a checkpoint; h5py finds every parameter by its dotted path (the `path` attribute and the nested
+   groups), with the shape and the values of the closed form below, the tie as one object under two names, the
+   buffer marked non-trainable, the optimizer's attributes and state arrays, and the metadata.
+2. h5py writes files in the documented layout (docs/file_format.md), one with PyTorch-style names such as
+   `0.weight` (nested groups and flat dotted names), one with a hard link, a SymmetricMatrix group and an int64
+   buffer; TOOL loads them into matching trees and checks the same closed form. A file with a wrong shape must fail.
+Exits 77 (skipped) when this interpreter has no h5py or numpy.
+"""
+import os
+import subprocess
+import sys
+
+try:
+    import h5py
+    import numpy as np
+except ImportError as e:
+    print(f"skipped: {sys.executable} cannot import h5py/numpy ({e}); install python3-h5py python3-numpy")
+    sys.exit(77)
+
+
+def closed_form(path, shape):
+    """(sum of the path's bytes mod 89) + k / 2, k the row-major index: what TOOL computes too."""
+    base = sum(path.encode()) % 89
+    n = int(np.prod(shape)) if shape else 1
+    return (base + 0.5 * np.arange(n)).reshape(shape)
+
+
+failures = []
+
+
+def check(ok, what):
+    if not ok:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def read_checkpoint(tool, work):
+    ckpt = os.path.join(work, "checkpoint.h5")
+    subprocess.run([tool, "write", ckpt], check=True)
+    # dotted path -> (shape, dtype, trainable, structured type or None)
+    expected = {
+        "layers.0.weight": ((4, 3), np.float32, True, None),
+        "layers.0.bias": ((4,), np.float32, True, None),
+        "layers.1.weight": ((2, 4), np.float32, True, None),
+        "layers.1.bias": ((2,), np.float32, True, None),
+        "sym": ((6,), np.float32, True, "SymmetricMatrix"),
+        "st": ((4, 2), np.float32, True, "Stiefel"),
+        "emb": ((3, 5), np.float32, True, None),
+        "scale": ((), np.float32, True, None),
+        "counts": ((3,), np.int32, False, None),
+    }
+    with h5py.File(ckpt, "r") as f:
+        check(f.attrs["format"] == "geomopt", "root attribute format")
+        by_path = {}
+
+        def visit(name, obj):  # (a visitor that returns anything but None stops the visit)
+            if "path" in obj.attrs:
+                by_path.setdefault(obj.attrs["path"], obj)
+
+        f["params"].visititems(visit)
+        check(set(by_path) == set(expected), f"dotted paths {sorted(by_path)}")
+        for path, (shape, dtype, trainable, structured) in expected.items():
+            obj = by_path.get(path)
+            if obj is None:
+                continue
+            check(f["params/" + path.replace(".", "/")] == obj, f"{path}: nested groups lead to the same object")
+            check(bool(obj.attrs["trainable"]) == trainable, f"{path}: trainable attribute")
+            if structured:
+                check(isinstance(obj, h5py.Group) and obj.attrs["type"] == structured, f"{path}: type {structured}")
+                data = obj["0"]
+            else:
+                check(isinstance(obj, h5py.Dataset), f"{path}: a dataset")
+                data = obj
+            check(data.shape == shape, f"{path}: shape {data.shape}, expected {shape}")
+            check(data.dtype == dtype, f"{path}: dtype {data.dtype}, expected {np.dtype(dtype)}")
+            check(np.array_equal(data[()], closed_form(path, shape).astype(dtype)), f"{path}: values")
+        check(by_path["sym"].attrs["n"] == 3, "sym: metadata n")
+        check(by_path["st"].attrs["N"] == 4 and by_path["st"].attrs["n"] == 2, "st: metadata N, n")
+        check(f["params/head"] == f["params/emb"], "head is a hard link to emb")
+        opt = f["optimizer"]
+        check(opt.attrs["optimizer"] == "Adam" and opt.attrs["step"] == 3, "optimizer kind and step")
+        check(opt.attrs["lr"] == 0.01, "optimizer hyperparameter lr")
+        for path, (shape, _, trainable, structured) in expected.items():
+            if not trainable:
+                continue
+            state_shape = (5,) if path == "st" else shape  # St(4, 2) has dimension 5
+            for slot in ("exp_avg", "exp_avg_sq"):
+                d = opt[path.replace(".", "/") + "/" + slot]
+                check(d.shape == state_shape, f"optimizer {path}.{slot}: shape {d.shape}")
+                check(d.attrs["path"] == path + "." + slot, f"optimizer {path}.{slot}: path attribute")
+        check(f["metadata"].attrs["epoch"] == 7 and f["metadata"].attrs["note"] == "interop", "metadata")
+
+
+def write_torch_style(path, bad_shape=False):
+    state_dict = {  # torch.nn.Sequential(Linear(3, 4), Linear(4, 2)).state_dict() names and shapes
+        "0.weight": (4, 3), "0.bias": (4,), "1.weight": (4, 2) if bad_shape else (2, 4), "1.bias": (2,)}
+    with h5py.File(path, "w") as f:
+        params = f.create_group("params")
+        for name, shape in state_dict.items():
+            data = closed_form(name, shape).astype(np.float32)
+            if name.startswith("0."):
+                d = params.create_dataset(name.replace(".", "/"), data=data)  # nested groups, as geomopt writes
+                d.attrs["path"] = name
+            else:
+                params.create_dataset(name, data=data)  # a flat dotted name, as a state_dict's key
+
+
+def write_extra(path):
+    with h5py.File(path, "w") as f:
+        params = f.create_group("params")
+        params.create_dataset("a", data=closed_form("a", (3, 3)))
+        params["b"] = params["a"]  # a hard link: the tie
+        sym = params.create_group("sym")
+        sym.attrs["type"] = "SymmetricMatrix"
+        sym.attrs["n"] = np.int64(3)
+        sym.create_dataset("0", data=closed_form("sym", (6,)))
+        steps = params.create_dataset("steps", data=np.array([40, 41], dtype=np.int64))
+        steps.attrs["trainable"] = False
+
+
+def main():
+    tool, work = sys.argv[1], sys.argv[2]
+    os.makedirs(work, exist_ok=True)
+    read_checkpoint(tool, work)
+
+    torch_file = os.path.join(work, "torch_style.h5")
+    write_torch_style(torch_file)
+    r = subprocess.run([tool, "read-torch", torch_file], capture_output=True, text=True)
+    check(r.returncode == 0, f"read-torch: {r.stderr.strip()}")
+
+    bad = os.path.join(work, "torch_bad.h5")
+    write_torch_style(bad, bad_shape=True)
+    r = subprocess.run([tool, "read-torch", bad], capture_output=True, text=True)
+    check(r.returncode == 1 and "1.weight" in r.stderr and "shape" in r.stderr,
+          f"a wrong shape must fail, naming 1.weight: {r.returncode} {r.stderr.strip()}")
+
+    extra = os.path.join(work, "extra.h5")
+    write_extra(extra)
+    r = subprocess.run([tool, "read-extra", extra], capture_output=True, text=True)
+    check(r.returncode == 0, f"read-extra: {r.stderr.strip()}")
+
+    print(f"{len(failures)} failures" if failures else "all interop checks passed")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
