@@ -130,7 +130,7 @@ def main():
         row("save, no fsync (geomopt: temporary file + rename) vs h5py File('w')", "save", "h5py_save"),
         row("save, durable (fsync file and directory, rename) vs the same with h5py", "save_durable",
             "h5py_save_durable"),
-        row("load (default: crash guard, staged, all-or-nothing) vs h5py dataset[()]", "load", "h5py_load"),
+        row("load (default: crash guard, every check before the tree changes) vs h5py dataset[()]", "load", "h5py_load"),
         row("load (default) vs h5py read_direct into preallocated arrays", "load", "h5py_load_direct"),
         row("load, isolate = false vs h5py read_direct", "load_trusted", "h5py_load_direct"),
     ])

@@ -52,7 +52,7 @@ bool wait_for(pid_t child, int& status) {
 // A spawned process shares nothing with this one and costs no copy of its memory, unlike fork(), which copies the
 // page tables of a process holding a large tree (seconds on some virtual machines).
 bool spawn_checker(const std::string& checker, const std::string& context, const std::string& filename,
-                   const std::vector<std::string>& groups, const std::function<void()>& meanwhile, bool& ran) {
+                   const std::vector<std::string>& groups) {
   std::vector<const char*> argv = {checker.c_str(), "--check", filename.c_str()};
   for (const auto& g : groups) argv.push_back(g.c_str());
   argv.push_back(nullptr);
@@ -65,8 +65,6 @@ bool spawn_checker(const std::string& checker, const std::string& context, const
       ::posix_spawn(&child, checker.c_str(), &actions, nullptr, const_cast<char* const*>(argv.data()), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) return false;
-  if (meanwhile) meanwhile();
-  ran = true;
   int status = 0;
   if (!wait_for(child, status)) return false;
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return true;
@@ -77,15 +75,13 @@ bool spawn_checker(const std::string& checker, const std::string& context, const
 }  // namespace
 
 void crash_guard(const std::string& context, const std::string& filename, const std::vector<std::string>& groups,
-                 const std::function<void()>& work, const std::function<void()>& meanwhile) {
+                 const std::function<void()>& work) {
   const std::string checker = find_checker();  // not cached: GEOMOPT_IO_CHECKER may change
-  bool ran = false;
-  if (!checker.empty() && spawn_checker(checker, context, filename, groups, meanwhile, ran)) return;
+  if (!checker.empty() && spawn_checker(checker, context, filename, groups)) return;
 
   const pid_t child = ::fork();
   if (child < 0) {
     // Without a child the check cannot run; reading in-process is what any HDF5 reader does.
-    if (meanwhile && !ran) meanwhile();
     return;
   }
   if (child == 0) {
@@ -98,7 +94,6 @@ void crash_guard(const std::string& context, const std::string& filename, const 
     }
     ::_exit(0);
   }
-  if (meanwhile && !ran) meanwhile();
   int status = 0;
   if (!wait_for(child, status)) return;
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;

@@ -13,8 +13,7 @@ namespace geomopt::io::detail {
 
 /// Throws Error(context, file problem) when the checker (`geomopt-inspect --check filename groups...`) or, without
 /// one, work() in a forked child dies of a signal (or of a sanitizer's report).
-/// `meanwhile` runs in this process while the checker or child works (the load faults in its staging area then).
 void crash_guard(const std::string& context, const std::string& filename, const std::vector<std::string>& groups,
-                 const std::function<void()>& work, const std::function<void()>& meanwhile = {});
+                 const std::function<void()>& work);
 
 }  // namespace geomopt::io::detail

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -237,6 +238,7 @@ void check_structure(const std::string& filename, const std::vector<std::string>
     // The whole file, and each group a load will walk on its own (a damaged sibling must not hide it).
     std::vector<std::string> roots{"/"};
     for (const auto& g : groups) roots.push_back("/" + g);
+    std::set<std::string> checked_paths;  // an object met again under another root is not read twice
     for (const auto& root : roots) {
       std::map<std::string, detail::h5::Entry> entries;
       try {
@@ -246,7 +248,7 @@ void check_structure(const std::string& filename, const std::vector<std::string>
         H5Eclear2(H5E_DEFAULT);
       }
       for (const auto& [dotted, e] : entries) {
-        if (e.kind == EntryKind::other) continue;
+        if (e.kind == EntryKind::other || !checked_paths.insert(e.h5path).second) continue;
         try {
           check_object(file.get(), e.h5path, e);
         } catch (const detail::h5::Failure&) {

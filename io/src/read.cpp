@@ -1,7 +1,19 @@
-// read_file: checks a file against the views of a tree (and of an optimizer's state), collecting every problem,
-// then reads all data into one staging area and only then copies it into the tree, so a failed load changes
-// nothing (docs/file_format.md has the matching rules).
+// read_file: checks a file against the views of a tree (and of an optimizer's state), collecting every problem, and
+// only then writes into the tree (docs/file_format.md has the matching rules).
+//
+// The data path. A block stored contiguously in the file, in exactly the tree's scalar type, is read with pread()
+// from HDF5's own file descriptor at the dataset's address: straight into the tree when the memory orders agree,
+// through a cache-sized buffer and a transpose when the tree's matrix is column-major. This is one pass over memory
+// and touches no fresh pages (on virtual machines a first touch of fresh memory costs more than the copy). Every
+// other block (chunked, compressed, another scalar type, bool) goes through HDF5 into a staging area first, before
+// anything in the tree changes. What is left to fail after the checks is the operating system's read of the file
+// (an I/O error of the device, or the file cut short underneath the load); the Error then says which leaves were
+// already overwritten.
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <cstdlib>
@@ -32,12 +44,13 @@ struct Planned {
   std::string what;    // the leaf path (and block) for messages
   const BlockView* block;
   Dtype memory;  // the type HDF5 converts to while reading
-  std::size_t offset = 0;
+  std::size_t offset = 0;  // in the staging area
   std::size_t bytes = 0;
+  haddr_t address = HADDR_UNDEF;  // the data's offset in the file, for a block read by pread(); else staged
 };
 
-// The staging area: one allocation, in huge pages where the kernel offers them, since page faults of a fresh
-// buffer cost as much as the copy itself.
+// The staging area of the blocks HDF5 reads: one allocation, in huge pages where the kernel offers them, since page
+// faults of a fresh buffer cost as much as the copy itself.
 struct Arena {
   void* data = nullptr;
   std::size_t size = 0;
@@ -58,11 +71,6 @@ struct Arena {
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
   ~Arena() { std::free(data); }
-  /// Takes the page faults now (in huge pages where granted), while the crash guard's checker runs.
-  void fault_in() {
-    auto* p = static_cast<volatile unsigned char*>(data);
-    for (std::size_t i = 0; i < size; i += 4096) p[i] = 0;
-  }
   unsigned char* at(std::size_t offset) const { return static_cast<unsigned char*>(data) + offset; }
 };
 
@@ -317,20 +325,118 @@ class Reader {
       }
     }
     if (!ok) return false;
-    Planned p{h5path, where, &b, memory, total_, dtype_size(b.dtype) * static_cast<std::size_t>(b.rows * b.cols)};
-    // Keep every block 64-byte aligned in the arena.
-    total_ += (p.bytes + 63) / 64 * 64;
+    Planned p{h5path, where, &b, memory, 0, dtype_size(b.dtype) * static_cast<std::size_t>(b.rows * b.cols)};
+    if (memory == b.dtype && b.dtype != Dtype::boolean && p.bytes != 0) p.address = raw_address(d.get(), type.get(), b, p.bytes);
+    if (p.address == HADDR_UNDEF) {
+      p.offset = total_;
+      total_ += (p.bytes + 63) / 64 * 64;  // every staged block 64-byte aligned
+    }
     plan_.push_back(std::move(p));
     return true;
   }
+
+  // Where a block's bytes lie in the file, when pread() can take them as they are: contiguous storage inside the
+  // file, no user block, HDF5's own POSIX driver, and the file's type bit-identical to the tree's native type.
+  haddr_t raw_address(hid_t dataset, hid_t type, const BlockView& b, std::size_t bytes) {
+    if (fd_ < 0) return HADDR_UNDEF;
+    Id dcpl = checked(H5Dget_create_plist(dataset), H5Pclose, "dataset properties");
+    if (H5Pget_layout(dcpl.get()) != H5D_CONTIGUOUS || H5Pget_external_count(dcpl.get()) != 0) return HADDR_UNDEF;
+    Id native = h5::memory_type(b.dtype);
+    if (H5Tequal(type, native.get()) <= 0) {
+      H5Eclear2(H5E_DEFAULT);
+      return HADDR_UNDEF;
+    }
+    const haddr_t address = H5Dget_offset(dataset);
+    if (address == HADDR_UNDEF) {  // never written: HDF5 gives the fill value
+      H5Eclear2(H5E_DEFAULT);
+      return HADDR_UNDEF;
+    }
+    if (address > file_size_ || bytes > file_size_ - address) return HADDR_UNDEF;  // HDF5 reports it
+    return address;
+  }
+
+ public:
+  /// Reads by pread() from this descriptor (HDF5's own, so the very file it checked) of a file of this size.
+  void allow_raw(int fd, std::uint64_t size) {
+    fd_ = fd;
+    file_size_ = size;
+  }
+
+ private:
 
   hid_t file_;
   LoadOptions options_;
   LoadReport& report_;
   std::vector<Problem>& problems_;
   std::vector<Planned> plan_;
-  std::size_t total_ = 0;
+  std::size_t total_ = 0;  // bytes of the staging area
+  int fd_ = -1;
+  std::uint64_t file_size_ = 0;
 };
+
+// HDF5's POSIX file descriptor of an open file, and the file's size; -1 when the file is not on that driver or has
+// a user block (then every block goes through HDF5).
+int raw_descriptor(hid_t file, std::uint64_t* size) {
+  Id fcpl = checked(H5Fget_create_plist(file), H5Pclose, "file properties");
+  hsize_t user_block = 0;
+  check(H5Pget_userblock(fcpl.get(), &user_block), "file properties");
+  Id fapl = checked(H5Fget_access_plist(file), H5Pclose, "file properties");
+  if (user_block != 0 || H5Pget_driver(fapl.get()) != H5FD_SEC2) return -1;
+  void* handle = nullptr;
+  if (H5Fget_vfd_handle(file, H5P_DEFAULT, &handle) < 0 || handle == nullptr) {
+    H5Eclear2(H5E_DEFAULT);
+    return -1;
+  }
+  const int fd = *static_cast<int*>(handle);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return -1;
+  *size = static_cast<std::uint64_t>(st.st_size);
+  return fd;
+}
+
+// Reads bytes at offset in full; false with errno set on a failure or a short file.
+bool pread_all(int fd, void* into, std::size_t bytes, std::uint64_t offset) {
+  auto* p = static_cast<unsigned char*>(into);
+  while (bytes != 0) {
+    const ssize_t got = ::pread(fd, p, bytes, static_cast<off_t>(offset));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    if (got == 0) {
+      errno = ENODATA;
+      return false;
+    }
+    p += got;
+    bytes -= static_cast<std::size_t>(got);
+    offset += static_cast<std::uint64_t>(got);
+  }
+  return true;
+}
+
+// One block by pread(): whole when the tree's memory order is the file's, else in row panels of about 256 KiB that
+// are transposed into the column-major matrix while they are in cache.
+bool read_raw(int fd, const Planned& p, std::vector<unsigned char>& panel) {
+  const BlockView& b = *p.block;
+  if (!(b.rank == 2 && !b.row_major && b.rows > 1 && b.cols > 1)) return pread_all(fd, b.data, p.bytes, p.address);
+  const std::size_t esize = dtype_size(b.dtype);
+  const std::size_t row_bytes = static_cast<std::size_t>(b.cols) * esize;
+  constexpr std::size_t kPanelBytes = std::size_t{256} << 10;
+  const std::int64_t panel_rows =
+      std::max<std::int64_t>(1, std::min<std::int64_t>(b.rows, static_cast<std::int64_t>(kPanelBytes / row_bytes)));
+  if (panel.size() < static_cast<std::size_t>(panel_rows) * row_bytes)
+    panel.resize(static_cast<std::size_t>(panel_rows) * row_bytes);
+  auto* dst = static_cast<unsigned char*>(b.data);
+  for (std::int64_t i0 = 0; i0 < b.rows; i0 += panel_rows) {
+    const std::int64_t r = std::min(panel_rows, b.rows - i0);
+    if (!pread_all(fd, panel.data(), static_cast<std::size_t>(r) * row_bytes,
+                   p.address + static_cast<std::uint64_t>(i0) * row_bytes))
+      return false;
+    // The panel is r x cols row-major; the destination's rows i0.. are a cols x r row-major view with stride rows.
+    transpose(dst + static_cast<std::size_t>(i0) * esize, panel.data(), b.cols, r, b.cols, esize, b.rows);
+  }
+  return true;
+}
 
 void commit(const Planned& p, const unsigned char* src) {
   const BlockView& b = *p.block;
@@ -349,7 +455,7 @@ void commit(const Planned& p, const unsigned char* src) {
 // The whole load; `dry` (in crash_guard's forked child) does all of it, in the same order and with the same
 // allocations, but stops before the commit, so the child replays exactly what this process is about to do.
 LoadReport read_pass(const std::string& filename, const std::vector<GroupView>& groups, const LoadOptions& options,
-                     GroupAttributes* attributes, const std::string& context, bool dry, Arena* staged) {
+                     GroupAttributes* attributes, const std::string& context, bool dry) {
   auto file_problem = [&](const std::string& message) { return Error(context, {{ProblemKind::file, "", message}}); };
   LoadReport report;
   std::vector<Problem> problems;
@@ -367,27 +473,43 @@ LoadReport read_pass(const std::string& filename, const std::vector<GroupView>& 
     Id file(raw, H5Fclose);
 
     Reader reader(file.get(), options, report, problems);
+    std::uint64_t file_size = 0;
+    const int fd = raw_descriptor(file.get(), &file_size);
+    reader.allow_raw(fd, file_size);
     GroupAttributes found;
     for (const GroupView& g : groups) found.push_back(reader.group(g));
     // The dry pass goes on to the data: a lenient load reads the same blocks as a strict one.
     if (!problems.empty() && !dry) throw Error(context, std::move(problems));
 
-    std::unique_ptr<Arena> own;
-    if (staged == nullptr || staged->size < reader.total()) {
-      own = std::make_unique<Arena>(reader.total());
-      staged = own.get();
-    }
-    Arena& arena = *staged;
+    // The staged blocks first: they go through HDF5's index and filters, the part of a read that a damaged
+    // file can make fail.
+    Arena arena(reader.total());
     for (Planned& p : reader.plan()) {
+      if (p.address != HADDR_UNDEF || p.bytes == 0) continue;
       Id d = checked(H5Dopen2(file.get(), p.h5path.c_str(), H5P_DEFAULT), H5Dclose, p.what);
       Id mtype = h5::memory_type(p.memory);
-      if (p.bytes != 0 && H5Dread(d.get(), mtype.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, arena.at(p.offset)) < 0)
+      if (H5Dread(d.get(), mtype.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, arena.at(p.offset)) < 0)
         problems.push_back({ProblemKind::file, p.what, "cannot read the data: " + h5::last_error()});
     }
     if (!problems.empty()) throw Error(context, std::move(problems));
     if (dry) return report;
-    // Past this point nothing can fail: the tree changes all at once or not at all.
-    for (const Planned& p : reader.plan()) commit(p, arena.at(p.offset));
+    // Everything is checked: the tree changes now. Only the operating system's read can still fail.
+    std::vector<unsigned char> panel;
+    std::size_t written = 0;
+    for (const Planned& p : reader.plan()) {
+      if (p.address == HADDR_UNDEF) continue;
+      if (!read_raw(fd, p, panel)) {
+        const std::string why = std::strerror(errno);
+        problems.push_back({ProblemKind::file, p.what,
+                            "the operating system failed to read the data (" + why + ") after every check had "
+                            "passed; the tree is partly loaded (" + std::to_string(written) +
+                                " blocks were already read into it)"});
+        throw Error(context, std::move(problems));
+      }
+      ++written;
+    }
+    for (const Planned& p : reader.plan())
+      if (p.address == HADDR_UNDEF) commit(p, arena.at(p.offset));
     if (attributes != nullptr) *attributes = std::move(found);
   } catch (const Failure& f) {
     throw file_problem(std::string("the file is damaged or not in geomopt's layout: ") + f.what());
@@ -406,28 +528,12 @@ LoadReport read_file(const std::string& filename, const std::vector<GroupView>& 
   if (!std::filesystem::is_regular_file(filename, ec))
     throw Error(context, {{ProblemKind::file, "", "no such file: " + filename}});
   auto lock = h5::enter();
-  std::unique_ptr<Arena> staged;
   if (options.isolate) {
     std::vector<std::string> names;
-    std::size_t bound = 0;  // every block of the views: no load stages more
-    for (const GroupView& g : groups) {
-      names.push_back(g.group);
-      for (const LeafView& leaf : g.leaves)
-        for (const BlockView& b : leaf.blocks)
-          bound += (dtype_size(b.dtype) * static_cast<std::size_t>(b.rows * b.cols) + 63) / 64 * 64;
-    }
-    crash_guard(
-        context, filename, names, [&] { read_pass(filename, groups, options, nullptr, context, true, nullptr); },
-        [&] {
-          try {
-            staged = std::make_unique<Arena>(bound);
-            staged->fault_in();
-          } catch (const Failure&) {
-            staged.reset();  // the load allocates what it needs itself, and reports a failure there
-          }
-        });
+    for (const GroupView& g : groups) names.push_back(g.group);
+    crash_guard(context, filename, names, [&] { read_pass(filename, groups, options, nullptr, context, true); });
   }
-  return read_pass(filename, groups, options, attributes, context, false, staged.get());
+  return read_pass(filename, groups, options, attributes, context, false);
 }
 
 }  // namespace geomopt::io::detail

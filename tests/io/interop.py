@@ -9,6 +9,8 @@
 2. h5py writes files in the documented layout (docs/file_format.md), one with PyTorch-style names such as
    `0.weight` (nested groups and flat dotted names), one with a hard link, a SymmetricMatrix group and an int64
    buffer; TOOL loads them into matching trees and checks the same closed form. A file with a wrong shape must fail.
+   The PyTorch-style file is also written with a 512-byte user block, with big-endian floats and with chunked gzip
+   storage: the loader reads plain contiguous data straight from the file and must notice each of these.
 Exits 77 (skipped) when this interpreter has no h5py or numpy.
 """
 import os
@@ -96,18 +98,18 @@ def read_checkpoint(tool, work):
         check(f["metadata"].attrs["epoch"] == 7 and f["metadata"].attrs["note"] == "interop", "metadata")
 
 
-def write_torch_style(path, bad_shape=False):
+def write_torch_style(path, bad_shape=False, userblock=0, dtype="<f4", compression=None):
     state_dict = {  # torch.nn.Sequential(Linear(3, 4), Linear(4, 2)).state_dict() names and shapes
         "0.weight": (4, 3), "0.bias": (4,), "1.weight": (4, 2) if bad_shape else (2, 4), "1.bias": (2,)}
-    with h5py.File(path, "w") as f:
+    with h5py.File(path, "w", userblock_size=userblock) as f:
         params = f.create_group("params")
         for name, shape in state_dict.items():
-            data = closed_form(name, shape).astype(np.float32)
-            if name.startswith("0."):
-                d = params.create_dataset(name.replace(".", "/"), data=data)  # nested groups, as geomopt writes
+            data = closed_form(name, shape).astype(dtype)
+            if name.startswith("0."):  # nested groups, as geomopt writes
+                d = params.create_dataset(name.replace(".", "/"), data=data, compression=compression)
                 d.attrs["path"] = name
             else:
-                params.create_dataset(name, data=data)  # a flat dotted name, as a state_dict's key
+                params.create_dataset(name, data=data, compression=compression)  # a flat dotted name
 
 
 def write_extra(path):
@@ -132,6 +134,13 @@ def main():
     write_torch_style(torch_file)
     r = subprocess.run([tool, "read-torch", torch_file], capture_output=True, text=True)
     check(r.returncode == 0, f"read-torch: {r.stderr.strip()}")
+
+    for variant, kwargs in {"userblock": {"userblock": 512}, "big_endian": {"dtype": ">f4"},
+                            "gzip": {"compression": "gzip"}}.items():
+        name = os.path.join(work, f"torch_{variant}.h5")
+        write_torch_style(name, **kwargs)
+        r = subprocess.run([tool, "read-torch", name], capture_output=True, text=True)
+        check(r.returncode == 0, f"read-torch of the {variant} file: {r.stderr.strip()}")
 
     bad = os.path.join(work, "torch_bad.h5")
     write_torch_style(bad, bad_shape=True)

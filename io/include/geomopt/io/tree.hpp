@@ -5,7 +5,8 @@
 //
 // Invariants: save replaces the target atomically (a reader, or a writer killed at any moment, sees the old file
 // or the new one, never a mixture); load reads a file save wrote back into a tree of the same shape bit for bit;
-// a load that throws leaves the tree unchanged. The prototype decides the shapes, ties and buffers of the result.
+// a load that throws for anything in the file leaves the tree unchanged (only an operating-system read error
+// after every check has passed leaves it partly loaded, and says so). The prototype decides the shapes, ties and buffers of the result.
 #pragma once
 
 #include <string>
