@@ -1,10 +1,10 @@
 // libFuzzer target for the loader: any bytes, written to a file, loaded into a fixed prototype tree strictly and, for
 // a quarter of the inputs each, leniently with casts and described. The only acceptable outcomes are success and
-// geomopt::io::Error; anything else (another exception, a crash, a sanitizer report) fails the run. Built and run by
-// scripts/fuzz_io.sh.
+// geomopt::io::Error; anything else (another exception, a crash, a sanitizer report) fails the run. Built in a clang
+// sanitizer build (tests/CMakeLists.txt) and run by its test io_fuzz_load: scripts/test.sh, scripts/fuzz_io.sh.
 //
 // Built with -DGEOMOPT_FUZZ_SEEDS it is instead a program that writes the seed corpus, valid files of this tree:
-//   fuzz_load_seeds DIR
+//   io_fuzz_seeds DIR
 #include <geomopt/io.hpp>
 #include <geomopt/manifolds.hpp>
 
@@ -89,7 +89,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::fprintf(stderr, "usage: fuzz_load_seeds DIR\n");
+    std::fprintf(stderr, "usage: io_fuzz_seeds DIR\n");
     return 2;
   }
   const std::string dir = argv[1];

@@ -43,7 +43,10 @@ TEST_CASE("geomopt-inspect prints leaves, aliases, optimizer state and metadata"
               {"p", "velocity", Eigen::MatrixXf::Zero(5, 1)}};
   geomopt::io::save_checkpoint(dir.file("c.h5"), s, st, {.attributes = {{"epoch", std::int64_t{9}}}});
 
-  const auto [status, out] = run(dir.file("c.h5"));
+  // Not structured bindings: CAPTURE refers to `out` from a lambda, which C++20 allows but clang 14 does not.
+  const auto result = run(dir.file("c.h5"));
+  const int status = result.first;
+  const std::string& out = result.second;
   CAPTURE(out);
   CHECK(status == 0);
   for (const char* needle : {"format=\"geomopt\"", "/params:", "  w       float32  4x3        12     48  yes",

@@ -22,7 +22,9 @@ Eigen::MatrixXd stiefel_point(Eigen::Index N, Eigen::Index n, unsigned seed) {
 }  // namespace
 
 TEST_CASE("lambda(Y) [I; 0] = Y and lambda is orthogonal, for several sizes") {
-  for (auto [N, n] : {std::pair<Eigen::Index, Eigen::Index>{20, 3}, {5, 5}, {50, 1}, {7, 0}}) {
+  // Not structured bindings: CAPTURE refers to them from a lambda, which C++20 allows but clang 14 does not.
+  for (const auto& size : {std::pair<Eigen::Index, Eigen::Index>{20, 3}, {5, 5}, {50, 1}, {7, 0}}) {
+    const Eigen::Index N = size.first, n = size.second;
     CAPTURE(N);
     CAPTURE(n);
     const Eigen::MatrixXd y = stiefel_point(N, n, static_cast<unsigned>(N * 31 + n));

@@ -207,7 +207,13 @@ constexpr std::uint64_t kBrockett200Seed = 20261229;
 // Under AddressSanitizer (built at -O0) the large problems' slow methods would take many minutes: gradient descent
 // and CG on St(200, 10) (thousands of iterations) and dense BFGS at dimensions 999 and 1945. The sanitizer build
 // runs those methods on the small problems, which go through the same code; the Release build runs them all.
-#if defined(__SANITIZE_ADDRESS__)
+// g++ defines __SANITIZE_ADDRESS__; clang++ 14 (the sanitizer build's compiler) only answers __has_feature.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GEOMOPT_TEST_ASAN
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(GEOMOPT_TEST_ASAN)
 constexpr bool kSanitized = true;
 #else
 constexpr bool kSanitized = false;
@@ -890,10 +896,13 @@ TEST_CASE("A callback's terminate_successfully stops with user_success, abort wi
   const double start_cost = problem.value(start.value());
   for (const SolverMethod method : kMethods) {
     INFO(std::string(geomopt::to_string(method)));
-    for (const auto& [stop_at, verdict] : {std::pair{3, CallbackReturnType::terminate_successfully},
-                                          std::pair{2, CallbackReturnType::abort},
-                                          std::pair{0, CallbackReturnType::terminate_successfully},
-                                          std::pair{0, CallbackReturnType::abort}}) {
+    // Not structured bindings: INFO refers to stop_at from a lambda, which C++20 allows but clang 14 does not.
+    for (const auto& stop : {std::pair{3, CallbackReturnType::terminate_successfully},
+                             std::pair{2, CallbackReturnType::abort},
+                             std::pair{0, CallbackReturnType::terminate_successfully},
+                             std::pair{0, CallbackReturnType::abort}}) {
+      const int stop_at = stop.first;
+      const CallbackReturnType verdict = stop.second;
       const bool success = verdict == CallbackReturnType::terminate_successfully;
       INFO((success ? "terminate_successfully" : "abort") << " at iteration " << stop_at);
       std::vector<IterationSummary> seen;
