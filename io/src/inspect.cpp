@@ -9,6 +9,7 @@
 
 #include "geomopt/io/error.hpp"
 #include "geomopt/io/inspect.hpp"
+#include "geomopt/ptree/report.hpp"
 #include "guard.hpp"
 #include "h5.hpp"
 
@@ -18,25 +19,13 @@ namespace {
 using detail::h5::checked;
 using detail::h5::EntryKind;
 using detail::h5::Id;
+using geomopt::ptree::detail::human_bytes;
 
 struct Row {
   std::string path, type, shape;
   unsigned long long params = 0, bytes = 0;
   int trainable = -1;  // 1 trainable, 0 a buffer, -1 neither (optimizer state)
 };
-
-std::string human(unsigned long long bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024.0 && u < 4) {
-    v /= 1024.0;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
-  return buf;
-}
 
 std::string shape_of(const std::optional<std::vector<hsize_t>>& dims) {
   if (!dims) return "null";
@@ -155,9 +144,11 @@ void describe_group(hid_t file, const std::string& name, std::string& out) {
     out += table(rows);
     for (const auto& a : aliases) out += "  alias: " + a + "\n";
     out += "  total: ";
-    if (state != 0) out += std::to_string(state) + " state values (" + human(state_bytes) + "), ";
-    if (params != 0 || state == 0) out += std::to_string(params) + " trainable values (" + human(params_bytes) + "), ";
-    if (buffers != 0 || state == 0) out += std::to_string(buffers) + " buffer values (" + human(buffer_bytes) + "), ";
+    if (state != 0) out += std::to_string(state) + " state values (" + human_bytes(state_bytes) + "), ";
+    if (params != 0 || state == 0)
+      out += std::to_string(params) + " trainable values (" + human_bytes(params_bytes) + "), ";
+    if (buffers != 0 || state == 0)
+      out += std::to_string(buffers) + " buffer values (" + human_bytes(buffer_bytes) + "), ";
     out += std::to_string(rows.size()) + (rows.size() == 1 ? " leaf, " : " leaves, ") + std::to_string(aliases.size()) +
            (aliases.size() == 1 ? " alias\n" : " aliases\n");
   }
