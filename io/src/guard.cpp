@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <spawn.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include <filesystem>
 
 #include "geomopt/io/error.hpp"
+#include "geomopt/io/inspect.hpp"
 
 extern char** environ;
 
@@ -74,6 +76,14 @@ bool spawn_checker(const std::string& checker, const std::string& context, const
 
 }  // namespace
 
+void poison_heap() {
+#ifdef M_PERTURB
+  // New blocks are filled with 0xa5 ^ 0xff = 0x5a, freed ones with 0xa5: a pointer read from either is
+  // non-canonical on x86-64 and misaligned, so following or freeing it faults.
+  ::mallopt(M_PERTURB, 0xa5);
+#endif
+}
+
 void crash_guard(const std::string& context, const std::string& filename, const std::vector<std::string>& groups,
                  const std::function<void()>& work) {
   const std::string checker = find_checker();  // not cached: GEOMOPT_IO_CHECKER may change
@@ -87,6 +97,7 @@ void crash_guard(const std::string& context, const std::string& filename, const 
   if (child == 0) {
     // Die quietly of the signal: the parent reports it.
     for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT}) ::signal(sig, SIG_DFL);
+    poison_heap();
     try {
       work();
     } catch (...) {

@@ -2,7 +2,10 @@
 // the HDF5 library (HDF5 1.10 dereferences some corrupt structures without checking them; the fuzz target finds
 // such files within seconds) ends in an Error rather than in the caller's process dying. Invariant: work() runs in
 // the child only, sees a copy of the process, and its effects are lost; the parent learns only whether it
-// survived. HDF5 is deterministic, so a file the child survived is then read safely by the parent.
+// survived. HDF5 is deterministic except where a damaged file makes it use memory it never wrote (1.10.8 frees a
+// pointer from a half-decoded link table): the child poisons its heap (poison_heap, inspect.hpp) so that such a
+// read faults there every time, whatever this process's heap holds. A file the child survived is then read by the
+// parent.
 #pragma once
 
 #include <functional>

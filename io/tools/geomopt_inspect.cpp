@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   if (std::strcmp(argv[1], "--check") == 0) {
     // The crash guard's child (io/src/guard.hpp): survive the file, or die of it; errors are not its business.
     if (argc < 3) return 2;
+    geomopt::io::detail::poison_heap();
     try {
       geomopt::io::detail::check_structure(argv[2], std::vector<std::string>(argv + 3, argv + argc));
     } catch (const std::exception&) {

@@ -17,6 +17,10 @@ namespace detail {
 /// own, as a load walks it. Run by `geomopt-inspect --check FILE [GROUP...]`, the child that the load's crash guard
 /// spawns.
 void check_structure(const std::string& filename, const std::vector<std::string>& groups = {});
+/// Makes this process's allocator fill every new and every freed block with a nonzero byte (glibc's M_PERTURB), so
+/// that HDF5 reading memory it never wrote (a pointer in a half-decoded structure) crashes here every time instead of
+/// depending on what the heap held before. Only for the checker and the guard's forked child: it slows malloc.
+void poison_heap();
 }  // namespace detail
 
 }  // namespace geomopt::io

@@ -30,9 +30,10 @@ struct LoadOptions {
   std::string group = "params";
   bool strict = true;  ///< missing and unexpected paths are errors; otherwise they are reported
   bool cast = false;   ///< float32 <-> float64 (and integer widths) are converted instead of being an error
-  /// Read the file's structure once in a forked child before reading it here, so that a corrupt file which
-  /// crashes the HDF5 library ends in an Error (HDF5 1.10 trusts parts of a file's structure). Costs a fork and a
-  /// second pass over the metadata; turn off only for files you trust, or where fork() is not allowed.
+  /// Read the file's structure once in a child process (`geomopt-inspect --check`, or a fork() where the checker
+  /// cannot be found) before reading it here, so that a corrupt file which crashes the HDF5 library ends in an
+  /// Error (HDF5 1.10 trusts parts of a file's structure). Costs a process start (about 50 ms) and a second pass
+  /// over the metadata; turn off only for files you trust (docs/file_format.md, "Damaged files").
   bool isolate = true;
 
   bool is_valid(std::string* error) const;
