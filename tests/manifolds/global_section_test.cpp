@@ -55,3 +55,29 @@ TEST_CASE("float sections are orthogonal to float precision") {
   CHECK((l.transpose() * l - Eigen::MatrixXf::Identity(16, 16)).norm() < 1e-5f);
   CHECK((l.leftCols(3) - y).norm() < 1e-5f);
 }
+
+// The reflectors map each column onto +|x| e_k, so lambda has no jump where a pivot changes sign (LAPACK's and
+// Eigen's choice, -sign(x_1) |x| e_k, flips the complement columns there). Two points 2e-9 apart on either side of
+// y(0, 0) = 0 must have sections 1e-8 apart, on the sphere and on St(6, 2), in double and float's own scale.
+TEST_CASE("the section is continuous where a pivot changes sign") {
+  Eigen::MatrixXd y = stiefel_point(6, 2, 5);
+  y(0, 0) = 0.0;
+  y.col(0).normalize();
+  y.col(1) -= y.col(0) * y.col(0).dot(y.col(1));
+  y.col(1).normalize();
+  for (Eigen::Index n : {1, 2}) {
+    CAPTURE(n);
+    Eigen::MatrixXd plus = y.leftCols(n), minus = y.leftCols(n);
+    plus(0, 0) = 1e-9;
+    minus(0, 0) = -1e-9;
+    const Eigen::MatrixXd lp = GlobalSection<double>(plus).dense(), lm = GlobalSection<double>(minus).dense();
+    CHECK((lp - lm).norm() < 1e-8);
+    CHECK((lp.transpose() * lp - Eigen::MatrixXd::Identity(6, 6)).norm() < 1e-12);
+  }
+  // Second pivot: the first column is +e_1 exactly, the second column's pivot y(1, 1) crosses zero.
+  Eigen::MatrixXd e(5, 2);
+  e << 1, 0, 0, 1e-9, 0, 0.6, 0, -0.8, 0, 0;
+  Eigen::MatrixXd f = e;
+  f(1, 1) = -1e-9;
+  CHECK((GlobalSection<double>(e).dense() - GlobalSection<double>(f).dense()).norm() < 1e-8);
+}

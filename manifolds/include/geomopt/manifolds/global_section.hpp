@@ -4,6 +4,13 @@
 // of signs of R (ones past n), lambda = Q D, so lambda [I; 0] = Q_n D_n = Y exactly when Y has orthonormal columns (then
 // R = D_n), and lambda is orthogonal whatever Y is.
 //
+// Each reflector maps its column onto +|x| e_k (Golub and Van Loan, Algorithm 5.1.1, with the cancellation-free form
+// of v_1 for x_1 > 0), not onto -sign(x_1) |x| e_k as LAPACK's and Eigen's do. With the usual choice the complement
+// columns Y_perp flip between two frames wherever a pivot x_1 crosses zero, a hypersurface an optimizer crosses all
+// the time; with this one lambda depends continuously on Y except where a column is exactly +e_k. Coordinates of
+// tangent vectors at nearby points are then nearly comparable, which is what an optimizer that keeps them from one
+// point to the next without transporting them (Ceres's L-BFGS through the adapter) relies on.
+//
 // Two representations, chosen by SectionPolicy:
 //   recomputed   n Householder reflectors: applying lambda or its transpose to an N x m matrix costs O(N n m) time,
 //                the section O(N n) memory. A retraction rebuilds it from the new point.
@@ -12,7 +19,9 @@
 #pragma once
 
 #include <Eigen/Core>
-#include <Eigen/QR>
+#include <Eigen/Householder>
+#include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -39,7 +48,8 @@ class GlobalSection {
     factor(y.template cast<T>());
     if (policy_ == SectionPolicy::transported) {
       dense_ = householder_apply(Matrix::Identity(rows_, rows_));
-      qr_ = Eigen::HouseholderQR<Matrix>();
+      qr_ = Matrix();
+      tau_ = Vector();
     }
   }
 
@@ -62,7 +72,7 @@ class GlobalSection {
     if (policy_ == SectionPolicy::transported) return dense_.transpose() * x.template cast<T>();
     Matrix out = x.template cast<T>();
     if (n() == 0) return out;
-    out.applyOnTheLeft(qr_.householderQ().transpose());
+    out.applyOnTheLeft(reflectors().transpose());
     out.topRows(n()).array().colwise() *= signs_.array();
     return out;
   }
@@ -104,18 +114,48 @@ class GlobalSection {
   }
 
  private:
+  using Reflectors = Eigen::HouseholderSequence<Matrix, Vector>;
+
+  // Householder QR of y in Eigen's compact storage (R on and above the diagonal, each reflector's essential part
+  // below it, H_k = I - tau_k v_k v_k^T with v_k = [1; essential]), by the reflectors described at the top.
   void factor(const Matrix& y) {
     rows_ = y.rows();
-    signs_.resize(y.cols());
-    if (y.cols() == 0) return;  // lambda = I, with no reflector
-    qr_.compute(y);
-    for (Eigen::Index i = 0; i < y.cols(); ++i) signs_[i] = qr_.matrixQR()(i, i) < T(0) ? T(-1) : T(1);
+    const Eigen::Index n = y.cols();
+    signs_.resize(n);
+    if (n == 0) return;  // lambda = I, with no reflector
+    qr_ = y;
+    tau_.resize(n);
+    Vector workspace(n);
+    for (Eigen::Index k = 0; k < n; ++k) {
+      const Eigen::Index rest = rows_ - k;
+      auto column = qr_.col(k).tail(rest);
+      const T x1 = column(0);
+      const T tail = rest > 1 ? column.tail(rest - 1).squaredNorm() : T(0);
+      if (!(tail > (std::numeric_limits<T>::min)())) {
+        // x = x1 e_1 already: the identity when x1 >= 0, else the reflection of e_1.
+        tau_(k) = x1 < T(0) ? T(2) : T(0);
+        column(0) = x1 < T(0) ? -x1 : x1;
+        if (rest > 1) column.tail(rest - 1).setZero();
+      } else {
+        const T mu = std::sqrt(x1 * x1 + tail);
+        const T v1 = x1 <= T(0) ? x1 - mu : -tail / (x1 + mu);  // x1 - mu without cancellation
+        tau_(k) = T(2) * v1 * v1 / (tail + v1 * v1);
+        column.tail(rest - 1) /= v1;
+        column(0) = mu;
+      }
+      if (k + 1 < n)
+        qr_.bottomRightCorner(rest, n - k - 1)
+            .applyHouseholderOnTheLeft(qr_.col(k).tail(rest - 1), tau_(k), workspace.data());
+      signs_[k] = qr_(k, k) < T(0) ? T(-1) : T(1);
+    }
   }
+
+  Reflectors reflectors() const { return Reflectors(qr_, tau_); }
 
   Matrix householder_apply(Matrix out) const {
     if (n() == 0) return out;
     out.topRows(n()).array().colwise() *= signs_.array();
-    out.applyOnTheLeft(qr_.householderQ());
+    out.applyOnTheLeft(reflectors());
     return out;
   }
 
@@ -127,7 +167,8 @@ class GlobalSection {
 
   SectionPolicy policy_ = SectionPolicy::recomputed;
   Eigen::Index rows_ = 0;
-  Eigen::HouseholderQR<Matrix> qr_;
+  Matrix qr_;   // recomputed: R and the reflectors' essential parts
+  Vector tau_;  // recomputed: the reflectors' coefficients
   Vector signs_;
   Matrix dense_;
 };
