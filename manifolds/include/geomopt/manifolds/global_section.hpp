@@ -24,10 +24,38 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "geomopt/manifolds/common.hpp"
 
 namespace geomopt {
+
+namespace detail {
+
+/// The section's reflector of a column x, in place: x(0) becomes |x| and the rest the essential part v_2.. of
+/// v = [1; essential] with (I - tau v v^T) x = |x| e_1; returns tau. Golub and Van Loan's choice (see the top of
+/// this file); shared with the optimizers' allocation-free stepper, which must build the same section.
+template <class Column>
+typename std::decay_t<Column>::Scalar section_reflector(Column&& x) {
+  using T = typename std::decay_t<Column>::Scalar;
+  using std::sqrt;  // and sqrt of ceres::Jet by argument-dependent lookup
+  const Eigen::Index rest = x.size();
+  const T x1 = x(0);
+  const T tail = rest > 1 ? x.tail(rest - 1).squaredNorm() : T(0);
+  if (!(tail > (std::numeric_limits<T>::min)())) {
+    // x = x1 e_1 already: the identity when x1 >= 0, else the reflection of e_1.
+    x(0) = x1 < T(0) ? -x1 : x1;
+    if (rest > 1) x.tail(rest - 1).setZero();
+    return x1 < T(0) ? T(2) : T(0);
+  }
+  const T mu = sqrt(x1 * x1 + tail);
+  const T v1 = x1 <= T(0) ? x1 - mu : -tail / (x1 + mu);  // x1 - mu without cancellation
+  x.tail(rest - 1) /= v1;
+  x(0) = mu;
+  return T(2) * v1 * v1 / (tail + v1 * v1);
+}
+
+}  // namespace detail
 
 template <class T>
 class GlobalSection {
@@ -129,20 +157,7 @@ class GlobalSection {
     for (Eigen::Index k = 0; k < n; ++k) {
       const Eigen::Index rest = rows_ - k;
       auto column = qr_.col(k).tail(rest);
-      const T x1 = column(0);
-      const T tail = rest > 1 ? column.tail(rest - 1).squaredNorm() : T(0);
-      if (!(tail > (std::numeric_limits<T>::min)())) {
-        // x = x1 e_1 already: the identity when x1 >= 0, else the reflection of e_1.
-        tau_(k) = x1 < T(0) ? T(2) : T(0);
-        column(0) = x1 < T(0) ? -x1 : x1;
-        if (rest > 1) column.tail(rest - 1).setZero();
-      } else {
-        const T mu = std::sqrt(x1 * x1 + tail);
-        const T v1 = x1 <= T(0) ? x1 - mu : -tail / (x1 + mu);  // x1 - mu without cancellation
-        tau_(k) = T(2) * v1 * v1 / (tail + v1 * v1);
-        column.tail(rest - 1) /= v1;
-        column(0) = mu;
-      }
+      tau_(k) = detail::section_reflector(column);
       if (k + 1 < n)
         qr_.bottomRightCorner(rest, n - k - 1)
             .applyHouseholderOnTheLeft(qr_.col(k).tail(rest - 1), tau_(k), workspace.data());

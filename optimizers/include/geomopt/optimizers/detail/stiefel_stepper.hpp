@@ -3,9 +3,9 @@
 //
 // Invariants:
 //   - lift and retract compute what geomopt::lift(x, section, G) and geomopt::retract(x, section, xi, r) compute
-//     (stiefel.hpp, detail/stiefel_kernel.hpp), to rounding: the same Householder convention (Eigen's
-//     makeHouseholder), hence the same complement Y_perp, the same 2n x 2n core and the same degree-15 Taylor
-//     exponential with the same scaling;
+//     (stiefel.hpp, detail/stiefel_kernel.hpp), to rounding: the same Householder conventions (the section's
+//     detail::section_reflector for y, Eigen's makeHouseholder for the step's B), hence the same complement Y_perp,
+//     the same 2n x 2n core and the same degree-15 Taylor exponential with the same scaling;
 //   - the constructor allocates every buffer; lift and retract allocate nothing (no operator new, no Eigen heap
 //     allocation). Every product goes through stepping::product, which tiles it so that Eigen's GEMM packs its
 //     panels on the stack (EIGEN_STACK_ALLOCATION_LIMIT, 128 KiB by default; Eigen built without alloca, with a
@@ -115,17 +115,23 @@ void apply_reflector(X&& x, const E& essential, T tau) {
   }
 }
 
-// Householder QR in place, as Eigen::HouseholderQR computes it (unblocked; Eigen blocks the trailing update past 48
-// columns, which changes rounding only): reflector i below the diagonal of column i with tau[i], R on and above.
-// The reflectors, not only R, must be Eigen's: they fix the complement Y_perp and so the B coordinates.
+// Householder QR in place: reflector i below the diagonal of column i with tau[i], R on and above. The reflectors,
+// not only R, must be those of the code this mirrors, since they fix bases and so coordinates: Eigen's
+// (makeHouseholder, as Eigen::HouseholderQR computes it unblocked; Eigen blocks the trailing update past 48 columns,
+// which changes rounding only) for the step's B, and the global section's (detail::section_reflector) for a point.
+enum class Reflector { eigen, section };
 template <class A, class T>
-void householder_qr(A&& a, T* tau) {
+void householder_qr(A&& a, T* tau, Reflector kind = Reflector::eigen) {
   const Eigen::Index rows = a.rows(), cols = a.cols(), size = std::min(rows, cols);
   for (Eigen::Index i = 0; i < size; ++i) {
     auto column = a.col(i).tail(rows - i);
-    T beta;
-    column.makeHouseholderInPlace(tau[i], beta);
-    a(i, i) = beta;
+    if (kind == Reflector::section) {
+      tau[i] = geomopt::detail::section_reflector(column);
+    } else {
+      T beta;
+      column.makeHouseholderInPlace(tau[i], beta);
+      a(i, i) = beta;
+    }
     apply_reflector(a.block(i, i + 1, rows - i, cols - i - 1), a.col(i).tail(rows - i - 1), tau[i]);
   }
 }
@@ -407,7 +413,7 @@ class StiefelFamilyStepper final : public ManifoldStepper<T> {
   // The recomputed section at y: the Householder QR of y and the signs of R's diagonal (lambda = Q D).
   void factor_point(const T* y) {
     qr_y_ = stepping::ConstMatrixMap<T>(y, N_, n_);
-    stepping::householder_qr(qr_y_, tau_y_.data());
+    stepping::householder_qr(qr_y_, tau_y_.data(), stepping::Reflector::section);
     for (Eigen::Index i = 0; i < n_; ++i) sign_y_[i] = qr_y_(i, i) < T(0) ? T(-1) : T(1);
     factored_ = true;
   }

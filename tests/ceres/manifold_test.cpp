@@ -1,0 +1,157 @@
+// Ceres's own invariant checks (EXPECT_THAT_MANIFOLD_INVARIANTS_HOLD, <ceres/manifold_test_utils.h>) on every
+// adapter, at several random points, tangent vectors and targets, small and large, both retractions; also inside
+// ceres::ProductManifold. Plus(x, 0) = x, Minus(x, x) = 0, Minus(Plus(x, delta), x) = delta,
+// Plus(x, Minus(y, x)) = y, both Jacobians against Ridders' numerical derivatives, MinusJacobian PlusJacobian = I and
+// RightMultiplyByPlusJacobian against the Jacobian. The only test file on GoogleTest: the checks are GoogleMock
+// matchers.
+#include <geomopt/ceres.hpp>
+
+#include <ceres/manifold_test_utils.h>
+#include <ceres/product_manifold.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace {
+
+using ceres::Vector;
+using geomopt::Retraction;
+
+constexpr double kTolerance = 1e-9;
+constexpr int kDraws = 3;
+
+// Under AddressSanitizer at -O0 the numerical Jacobians of Minus (Ridders, every ambient direction) run about 100
+// times slower; there the large sizes take one draw and the Cayley retraction only. The Release build runs them all.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+int draws(bool large) { return large && kSanitized ? 1 : kDraws; }
+bool skipped(bool large, geomopt::Retraction r) { return large && kSanitized && r == geomopt::Retraction::geodesic; }
+
+Vector as_vector(const Eigen::MatrixXd& m) { return Eigen::Map<const Vector>(m.data(), m.size()); }
+
+// The points handed to the checks: x random on the manifold, delta random with norm 0.2 to 0.8, and y random on the
+// manifold, or, when `near` (the geodesic Stiefel family, the second-order SPD retraction), a step of norm 0.8 from
+// x: those inverses are exact within a reach, not at any distance.
+template <class M, class Draw>
+void check_invariants(const ceres::Manifold& manifold, bool near, Draw draw, geomopt::Rng& rng, const std::string& what,
+                      int count = kDraws) {
+  using namespace ceres;  // the matchers of EXPECT_THAT_MANIFOLD_INVARIANTS_HOLD are unqualified
+  std::normal_distribution<double> normal;
+  auto random_tangent = [&](double norm) {
+    Vector v(manifold.TangentSize());
+    for (Eigen::Index k = 0; k < v.size(); ++k) v[k] = normal(rng);
+    return Vector(v * (norm / v.norm()));
+  };
+  for (int i = 0; i < count; ++i) {
+    SCOPED_TRACE(what + ", draw " + std::to_string(i));
+    const Vector x = as_vector(draw(rng).value());
+    const Vector delta = random_tangent(0.2 + 0.3 * i);
+    Vector y = as_vector(draw(rng).value());
+    if (near) {
+      const Vector step = random_tangent(0.8);
+      ASSERT_TRUE(manifold.Plus(x.data(), step.data(), y.data()));
+    }
+    EXPECT_THAT_MANIFOLD_INVARIANTS_HOLD(manifold, x, delta, y, kTolerance);
+  }
+}
+
+constexpr Retraction kBoth[] = {Retraction::cayley, Retraction::geodesic};
+
+std::string name(Retraction r) { return r == Retraction::cayley ? "cayley" : "geodesic"; }
+
+TEST(CeresManifold, Stiefel) {
+  geomopt::Rng rng(11);
+  using M = geomopt::Stiefel<double>;
+  // N - n > n, N - n < n, a tall frame and a large one.
+  for (auto [rows, cols] : {std::pair{5, 2}, std::pair{4, 3}, std::pair{12, 1}, std::pair{40, 6}})
+    for (Retraction r : kBoth) {
+      const int N = rows, n = cols;  // clang 14 cannot capture structured bindings in a lambda
+      const bool large = N == 40;
+      if (skipped(large, r)) continue;
+      check_invariants<M>(
+          geomopt::CeresManifold<M>(N, n, r), r == Retraction::geodesic,
+          [&](geomopt::Rng& g) { return M::random_point(g, N, n); }, rng,
+          "St(" + std::to_string(N) + ", " + std::to_string(n) + ") " + name(r), draws(large));
+    }
+}
+
+TEST(CeresManifold, Sphere) {
+  geomopt::Rng rng(12);
+  using M = geomopt::Sphere<double>;
+  for (int N : {2, 3, 50})
+    for (Retraction r : kBoth)
+      check_invariants<M>(
+          geomopt::CeresManifold<M>(N, r), r == Retraction::geodesic,
+          [&](geomopt::Rng& g) { return M::random_point(g, N); }, rng, "Sphere(" + std::to_string(N) + ") " + name(r));
+}
+
+TEST(CeresManifold, SpecialOrthogonal) {
+  geomopt::Rng rng(13);
+  using M = geomopt::SpecialOrthogonal<double>;
+  for (int n : {2, 3, 12})
+    for (Retraction r : kBoth) {
+      const bool large = n == 12;
+      if (skipped(large, r)) continue;
+      check_invariants<M>(
+          geomopt::CeresManifold<M>(n, r), r == Retraction::geodesic,
+          [&](geomopt::Rng& g) { return M::random_point(g, n); }, rng, "SO(" + std::to_string(n) + ") " + name(r),
+          draws(large));
+    }
+}
+
+TEST(CeresManifold, SPD) {
+  geomopt::Rng rng(14);
+  using M = geomopt::SPD<double>;
+  for (int n : {1, 3, 10})
+    for (Retraction r : kBoth)
+      check_invariants<M>(
+          geomopt::CeresManifold<M>(n, r), r == Retraction::cayley,
+          [&](geomopt::Rng& g) { return M::random_point(g, n); }, rng, "SPD(" + std::to_string(n) + ") " + name(r),
+          draws(n == 10));
+}
+
+TEST(CeresManifold, SymmetricMatrix) {
+  geomopt::Rng rng(15);
+  for (int n : {1, 4, 12}) {
+    const geomopt::CeresManifold<geomopt::SymmetricMatrix<double>> manifold(n);
+    for (int i = 0; i < kDraws; ++i) {
+      using namespace ceres;
+      SCOPED_TRACE("symmetric " + std::to_string(n) + ", draw " + std::to_string(i));
+      const Eigen::MatrixXd a = Eigen::MatrixXd::Random(n, n), b = Eigen::MatrixXd::Random(n, n);
+      const Vector x = as_vector(a + a.transpose());
+      const Vector y = as_vector(b + b.transpose());
+      const Vector delta = Vector::Random(manifold.TangentSize());
+      EXPECT_THAT_MANIFOLD_INVARIANTS_HOLD(manifold, x, delta, y, kTolerance);
+    }
+  }
+}
+
+// The adapters are copyable values, as ProductManifold needs: SO(3) x Sphere(4) x R^2, one parameter block.
+TEST(CeresManifold, InsideProductManifold) {
+  using namespace ceres;
+  geomopt::Rng rng(16);
+  ProductManifold<geomopt::CeresManifold<geomopt::SpecialOrthogonal<double>>,
+                  geomopt::CeresManifold<geomopt::Sphere<double>>, EuclideanManifold<2>>
+      manifold(geomopt::CeresManifold<geomopt::SpecialOrthogonal<double>>(3),
+               geomopt::CeresManifold<geomopt::Sphere<double>>(4), EuclideanManifold<2>());
+  ASSERT_EQ(manifold.AmbientSize(), 9 + 4 + 2);
+  ASSERT_EQ(manifold.TangentSize(), 3 + 3 + 2);
+  for (int i = 0; i < kDraws; ++i) {
+    SCOPED_TRACE("draw " + std::to_string(i));
+    auto point = [&] {
+      Vector v(15);
+      v << as_vector(geomopt::SpecialOrthogonal<double>::random_point(rng, 3).value()),
+          geomopt::Sphere<double>::random_point(rng, 4).value(), Vector::Random(2);
+      return v;
+    };
+    const Vector x = point(), y = point();
+    const Vector delta = 0.5 * Vector::Random(8);
+    EXPECT_THAT_MANIFOLD_INVARIANTS_HOLD(manifold, x, delta, y, kTolerance);
+  }
+}
+
+}  // namespace
