@@ -89,6 +89,37 @@ TEST(CeresManifold, Sphere) {
           [&](geomopt::Rng& g) { return M::random_point(g, N); }, rng, "Sphere(" + std::to_string(N) + ") " + name(r));
 }
 
+// The Sphere adapter's Plus and RightMultiplyByPlusJacobian are O(N) closed forms of the one-reflector section; they
+// must give the general Stiefel-family step (geomopt::retract, the section's lambda^T) to rounding.
+TEST(CeresManifold, SphereClosedFormsMatchTheGeneralStep) {
+  geomopt::Rng rng(16);
+  using M = geomopt::Sphere<double>;
+  std::normal_distribution<double> normal;
+  for (int N : {1, 2, 3, 50})
+    for (Retraction r : kBoth)
+      for (int i = 0; i < kDraws; ++i) {
+        SCOPED_TRACE("Sphere(" + std::to_string(N) + ") " + name(r) + ", draw " + std::to_string(i));
+        const geomopt::CeresManifold<M> manifold(N, r);
+        M x = M::random_point(rng, N);
+        if (i == 2) x.value() = -Eigen::VectorXd::Unit(N, 0);  // the reflector's special case
+        Vector delta(N - 1), g(2 * N);
+        for (Eigen::Index k = 0; k < delta.size(); ++k) delta[k] = (0.3 + i) * normal(rng);
+        for (Eigen::Index k = 0; k < g.size(); ++k) g[k] = normal(rng);
+
+        Vector fast(N);
+        ASSERT_TRUE(manifold.Plus(x.value().data(), delta.data(), fast.data()));
+        M general = x;
+        geomopt::retract(general, M::make_tangent(Eigen::MatrixXd(), Eigen::MatrixXd(delta)), r);
+        EXPECT_LE((fast - general.value()).norm(), 1e-14 * (1 + delta.norm()));
+
+        Vector rows(2 * (N - 1));
+        ASSERT_TRUE(manifold.RightMultiplyByPlusJacobian(x.value().data(), 2, g.data(), rows.data()));
+        const Eigen::MatrixXd z = geomopt::make_section(x).apply_transpose(Eigen::Map<const Eigen::MatrixXd>(g.data(), N, 2));
+        for (int row = 0; row < 2; ++row)
+          EXPECT_LE((rows.segment(row * (N - 1), N - 1) - z.col(row).tail(N - 1)).norm(), 1e-14 * g.norm());
+      }
+}
+
 TEST(CeresManifold, SpecialOrthogonal) {
   geomopt::Rng rng(13);
   using M = geomopt::SpecialOrthogonal<double>;

@@ -49,6 +49,10 @@ class StiefelFamilyKernel {
   int tangent_size() const noexcept { return static_cast<int>(skew_size() + (N_ - n_) * n_); }
 
   void plus(const double* x, const double* delta, double* out) const {
+    if constexpr (kSphere) {
+      sphere_plus(x, delta, out);
+      return;
+    }
     M p = point(x);
     retract(p, tangent(delta), r_);
     Eigen::Map<CeresVector>(out, ambient_size()) = Eigen::Map<const CeresVector>(p.value().data(), ambient_size());
@@ -97,6 +101,10 @@ class StiefelFamilyKernel {
   // serves all of them: O(N n^2 rows), against O(N^2 n^2 rows) through the Jacobian.
   void right_multiply(const double* x, int rows, const double* ambient, double* tangent) const {
     if (rows == 0) return;
+    if constexpr (kSphere) {
+      sphere_right_multiply(x, rows, ambient, tangent);
+      return;
+    }
     const Mat<double> z = make_section(point(x)).apply_transpose(Eigen::Map<const Mat<double>>(ambient, N_, n_ * rows));
     Eigen::Map<CeresRowMajor> out(tangent, rows, tangent_size());
     for (int row = 0; row < rows; ++row) {
@@ -112,7 +120,57 @@ class StiefelFamilyKernel {
   M point(const double* x) const { return M(from_matrix<M>(Eigen::Map<const Mat<double>>(x, N_, n_))); }
 
  private:
+  static constexpr bool kSphere = std::is_same_v<M, Sphere<double>>;
+
   Eigen::Index skew_size() const noexcept { return n_ * (n_ - 1) / 2; }
+
+  // The sphere's section is one reflector H = I - tau w w^T, w = [1; essential], with H x = |x| e_1, so lambda = H
+  // and the general step (a QR of B, a 2 x 2 core, the reflector applied to N x 2 blocks, all allocated) reduces to
+  // O(N) arithmetic on vectors: the same numbers to rounding (tests/ceres/manifold_test.cpp compares the two).
+  struct SphereFrame {
+    CeresVector w;  // w(0) = |x| (unused as such), w.tail = the essential part
+    double tau;
+  };
+  SphereFrame sphere_frame(const double* x) const {
+    SphereFrame f{Eigen::Map<const CeresVector>(x, N_), 0.0};
+    f.tau = section_reflector(f.w);
+    return f;
+  }
+  // plus(x, delta) = lambda f([0, -delta^T; delta, 0]) e_1 = c0 x / |x| + c1 u with u = lambda [0; delta] = H [0; delta]:
+  // Cayley c0 = (1 - t/4) / (1 + t/4), c1 = 1 / (1 + t/4), t = |delta|^2; geodesic c0 = cos|delta|, c1 = sin|delta| /
+  // |delta|.
+  void sphere_plus(const double* x, const double* delta, double* out) const {
+    const SphereFrame f = sphere_frame(x);
+    const Eigen::Index rest = N_ - 1;
+    const Eigen::Map<const CeresVector> d(delta, rest);
+    const double norm_x = f.w(0), t = d.squaredNorm();
+    if (!(norm_x > 0) || !std::isfinite(norm_x))
+      throw std::domain_error("CeresManifold<Sphere>::Plus: x has norm " + std::to_string(norm_x));
+    double c0 = 1, c1 = 1;
+    if (r_ == Retraction::cayley) {
+      c1 = 1 / (1 + t / 4);
+      c0 = (1 - t / 4) * c1;
+    } else if (t > 0) {
+      const double angle = std::sqrt(t);
+      c0 = std::cos(angle);
+      c1 = std::sin(angle) / angle;
+    }
+    Eigen::Map<CeresVector> y(out, N_);
+    const double coefficient = f.tau * f.w.tail(rest).dot(d);  // H [0; d] = [0; d] - tau w (w . [0; d])
+    y = (c0 / norm_x) * Eigen::Map<const CeresVector>(x, N_);
+    y(0) -= c1 * coefficient;
+    y.tail(rest) += c1 * (d - coefficient * f.w.tail(rest));
+  }
+  // Row r of the output is (H g_r)(1:) = g_r(1:) - tau (w . g_r) essential.
+  void sphere_right_multiply(const double* x, int rows, const double* ambient, double* tangent) const {
+    const SphereFrame f = sphere_frame(x);
+    const Eigen::Index rest = N_ - 1;
+    for (int row = 0; row < rows; ++row) {
+      const Eigen::Map<const CeresVector> g(ambient + row * N_, N_);
+      const double coefficient = f.tau * (g(0) + f.w.tail(rest).dot(g.tail(rest)));
+      Eigen::Map<CeresVector>(tangent + row * rest, rest) = g.tail(rest) - coefficient * f.w.tail(rest);
+    }
+  }
 
   // f(k, i, j, in_a) for every coordinate k: A(i, j) (i > j, packed order) or B(i, j) (column-major).
   template <class F>
