@@ -18,6 +18,7 @@
 #include <functional>
 #include <geomopt/ceres.hpp>
 #include <geomopt/solvers.hpp>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -86,65 +87,130 @@ class Brockett final : public ceres::FirstOrderFunction {
   const Eigen::VectorXd& w_;
 };
 
-ceres::GradientProblemSolver::Options gradient_options() {
+ceres::GradientProblemSolver::Options gradient_options(bool scaled = false) {
   ceres::GradientProblemSolver::Options options;
   options.max_num_iterations = 10000;
   options.function_tolerance = 0;
   options.parameter_tolerance = 0;
   options.gradient_tolerance = 1e-9;
+  options.use_approximate_eigenvalue_bfgs_scaling = scaled;
   return options;
 }
+
+// A diagnostic, not a product: another manifold's tangent coordinates halved (delta' = 2 delta), so that its Plus
+// Jacobian is half of the inner one's, as with Ceres's SphereManifold (Plus turns by |delta| / 2). Ceres's LBFGS
+// starts from the inverse Hessian I in whatever coordinates the manifold has; halving them makes that I a quarter
+// of the step in the ambient space.
+class HalvedCoordinates final : public ceres::Manifold {
+ public:
+  explicit HalvedCoordinates(ceres::Manifold* inner) : inner_(inner) {}
+  int AmbientSize() const override { return inner_->AmbientSize(); }
+  int TangentSize() const override { return inner_->TangentSize(); }
+  bool Plus(const double* x, const double* delta, double* x_plus_delta) const override {
+    const Eigen::VectorXd half = 0.5 * Eigen::Map<const Eigen::VectorXd>(delta, TangentSize());
+    return inner_->Plus(x, half.data(), x_plus_delta);
+  }
+  bool PlusJacobian(const double* x, double* jacobian) const override {
+    if (!inner_->PlusJacobian(x, jacobian)) return false;
+    Eigen::Map<Eigen::VectorXd>(jacobian, AmbientSize() * TangentSize()) *= 0.5;
+    return true;
+  }
+  bool RightMultiplyByPlusJacobian(const double* x, const int num_rows, const double* ambient_matrix,
+                                   double* tangent_matrix) const override {
+    if (!inner_->RightMultiplyByPlusJacobian(x, num_rows, ambient_matrix, tangent_matrix)) return false;
+    Eigen::Map<Eigen::VectorXd>(tangent_matrix, num_rows * TangentSize()) *= 0.5;
+    return true;
+  }
+  bool Minus(const double* y, const double* x, double* y_minus_x) const override {
+    if (!inner_->Minus(y, x, y_minus_x)) return false;
+    Eigen::Map<Eigen::VectorXd>(y_minus_x, TangentSize()) *= 2;
+    return true;
+  }
+  bool MinusJacobian(const double* x, double* jacobian) const override {
+    if (!inner_->MinusJacobian(x, jacobian)) return false;
+    Eigen::Map<Eigen::VectorXd>(jacobian, AmbientSize() * TangentSize()) *= 2;
+    return true;
+  }
+
+ private:
+  std::unique_ptr<ceres::Manifold> inner_;
+};
 
 void rayleigh(int reps) {
   std::printf("## Rayleigh quotient on Sphere(50), ceres::GradientProblem, LBFGS, gradient_tolerance 1e-9\n\n");
   std::printf(
-      "| draw | manifold | iterations | median time | time / Ceres's | time per iteration | |f - lambda_min| / "
-      "|lambda_min| |\n");
-  std::printf("|---|---|---|---|---|---|---|\n");
+      "Iterations and median time of ceres::SphereManifold<DYNAMIC>; for the others, iterations and time / "
+      "Ceres's.\n\n");
+  std::printf(
+      "| LBFGS initial inverse Hessian | draw | Ceres SphereManifold | geomopt cayley | geomopt geodesic | geomopt "
+      "geodesic, coordinates halved (diagnostic) |\n");
+  std::printf("|---|---|---|---|---|---|\n");
   geomopt::Rng rng(50);
-  std::vector<double> ratios, per_iteration;
+  constexpr int kManifolds = 4;
+  struct Ratios {
+    std::vector<double> time[kManifolds], per_iteration[kManifolds];
+  } ratios[2];
+  double worst_error = 0;
+  std::vector<Eigen::MatrixXd> as;
+  std::vector<Eigen::VectorXd> starts;
   for (int draw = 0; draw < 5; ++draw) {
-    const Eigen::MatrixXd a = random_symmetric(rng, 50);
-    const double lambda_min =
-        Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd>(a, Eigen::EigenvaluesOnly).eigenvalues()[0];
-    const Eigen::VectorXd x0 = geomopt::Sphere<double>::random_point(rng, 50).value();
-    double reference = 0, reference_per_iteration = 0;
-    static const char* const kNames[] = {"ceres::SphereManifold<DYNAMIC>", "geomopt::CeresManifold<Sphere> (cayley)",
-                                         "geomopt::CeresManifold<Sphere> (geodesic)"};
-    for (int which = 0; which < 3; ++which) {
-      std::vector<double> t;
-      ceres::GradientProblemSolver::Summary summary;
-      Eigen::VectorXd x;
-      for (int r = 0; r < reps; ++r) {
-        x = x0;
-        ceres::Manifold* m = which == 0
-                                 ? static_cast<ceres::Manifold*>(new ceres::SphereManifold<ceres::DYNAMIC>(50))
-                                 : new geomopt::CeresManifold<geomopt::Sphere<double>>(
-                                       50, which == 1 ? geomopt::Retraction::cayley : geomopt::Retraction::geodesic);
-        const ceres::GradientProblem problem(new Rayleigh(a), m);
-        const auto t0 = Clock::now();
-        ceres::Solve(gradient_options(), problem, x.data(), &summary);
-        t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    as.push_back(random_symmetric(rng, 50));
+    starts.push_back(geomopt::Sphere<double>::random_point(rng, 50).value());
+  }
+  for (int scaled = 0; scaled < 2; ++scaled) {
+    for (int draw = 0; draw < 5; ++draw) {
+      const Eigen::MatrixXd& a = as[static_cast<std::size_t>(draw)];
+      const double lambda_min =
+          Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd>(a, Eigen::EigenvaluesOnly).eigenvalues()[0];
+      std::printf("| %s | %d |", scaled ? "scaled (use_approximate_eigenvalue_bfgs_scaling)" : "I (Ceres's default)",
+                  draw);
+      double reference = 0, reference_per_iteration = 0;
+      for (int which = 0; which < kManifolds; ++which) {
+        std::vector<double> t;
+        ceres::GradientProblemSolver::Summary summary;
+        Eigen::VectorXd x;
+        for (int r = 0; r < reps; ++r) {
+          x = starts[static_cast<std::size_t>(draw)];
+          using Adapter = geomopt::CeresManifold<geomopt::Sphere<double>>;
+          ceres::Manifold* m = nullptr;
+          switch (which) {
+            case 0: m = new ceres::SphereManifold<ceres::DYNAMIC>(50); break;
+            case 1: m = new Adapter(50, geomopt::Retraction::cayley); break;
+            case 2: m = new Adapter(50, geomopt::Retraction::geodesic); break;
+            default: m = new HalvedCoordinates(new Adapter(50, geomopt::Retraction::geodesic)); break;
+          }
+          const ceres::GradientProblem problem(new Rayleigh(a), m);
+          const auto t0 = Clock::now();
+          ceres::Solve(gradient_options(scaled != 0), problem, x.data(), &summary);
+          t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+        }
+        const double med = median(t);
+        const int iterations = static_cast<int>(summary.iterations.size()) - 1;
+        const double each = med / std::max(1, iterations);
+        worst_error = std::max(worst_error, std::abs(x.dot(a * x) - lambda_min) / std::abs(lambda_min));
+        if (which == 0) {
+          reference = med;
+          reference_per_iteration = each;
+          std::printf(" %d, %.0f us |", iterations, med * 1e6);
+        } else {
+          ratios[scaled].time[which].push_back(med / reference);
+          ratios[scaled].per_iteration[which].push_back(each / reference_per_iteration);
+          std::printf(" %d, %.2fx |", iterations, med / reference);
+        }
       }
-      const double med = median(t);
-      const int iterations = static_cast<int>(summary.iterations.size()) - 1;
-      const double each = med / std::max(1, iterations);
-      if (which == 0) {
-        reference = med;
-        reference_per_iteration = each;
-      }
-      if (which == 1) {
-        ratios.push_back(med / reference);
-        per_iteration.push_back(each / reference_per_iteration);
-      }
-      std::printf("| %d | %s | %d | %.1f us | %.2f | %.2f us | %.1e |\n", draw, kNames[which], iterations, med * 1e6,
-                  med / reference, each * 1e6, std::abs(x.dot(a * x) - lambda_min) / std::abs(lambda_min));
+      std::printf("\n");
     }
   }
-  std::printf(
-      "\nmedian ratios, geomopt adapter (cayley) / Ceres's SphereManifold, over the draws: time %.2f, time per "
-      "iteration %.2f\n\n",
-      median(ratios), median(per_iteration));
+  std::printf("\nMedian over the draws, time / Ceres's (time per iteration / Ceres's):\n\n");
+  std::printf("| LBFGS initial inverse Hessian | geomopt cayley | geomopt geodesic | halved (diagnostic) |\n");
+  std::printf("|---|---|---|---|\n");
+  for (int scaled = 0; scaled < 2; ++scaled) {
+    std::printf("| %s |", scaled ? "scaled" : "I (Ceres's default)");
+    for (int which = 1; which < kManifolds; ++which)
+      std::printf(" %.2fx (%.2fx) |", median(ratios[scaled].time[which]), median(ratios[scaled].per_iteration[which]));
+    std::printf("\n");
+  }
+  std::printf("\nworst |f - lambda_min| / |lambda_min| over every run: %.1e\n\n", worst_error);
 }
 
 void stiefel_scaling(int reps) {
