@@ -71,6 +71,8 @@ bool LoadOptions::is_valid(std::string* error) const {
   std::string why;
   if (group.empty() || group.front() == '/' || group.back() == '/' || group.find("//") != std::string::npos)
     why = "group must be a relative path like \"params\" or \"run/params\", got \"" + group + "\"";
+  else if (!(isolate_timeout > 0))
+    why = "isolate_timeout must be a positive number of seconds, got " + std::to_string(isolate_timeout);
   if (!why.empty() && error != nullptr) *error = why;
   return why.empty();
 }

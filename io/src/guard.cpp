@@ -6,13 +6,18 @@
 #include <malloc.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
+#include <cstdio>
 #include <filesystem>
+#include <thread>
 
 #include "geomopt/io/error.hpp"
 #include "geomopt/io/inspect.hpp"
@@ -45,16 +50,35 @@ std::string find_checker() {
                              ", in a child process)"}});
 }
 
-bool wait_for(pid_t child, int& status) {
-  while (::waitpid(child, &status, 0) < 0)
-    if (errno != EINTR) return false;
-  return true;
+// Waits for the child until `timeout` seconds have passed; then kills it and throws. Polls, from 0.1 ms doubling up
+// to 10 ms: a check takes tens of milliseconds, and the poll adds at most a tenth of its own time.
+bool wait_for(pid_t child, int& status, const std::string& context, const std::string& filename, double timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
+  auto pause = std::chrono::microseconds(100);
+  for (;;) {
+    const pid_t r = ::waitpid(child, &status, WNOHANG);
+    if (r == child) return true;
+    if (r < 0 && errno != EINTR) return false;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ::kill(child, SIGKILL);
+      while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+      }
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%g", timeout);
+      throw Error(context, {{ProblemKind::file, "",
+                             filename + " is corrupt or too large to check: reading its structure did not finish within " +
+                                 seconds + " s in a child process (HDF5 1.10 loops forever on some corrupt files; "
+                                           "LoadOptions::isolate_timeout sets the limit)"}});
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(10000));
+  }
 }
 
 // A spawned process shares nothing with this one and costs no copy of its memory, unlike fork(), which copies the
 // page tables of a process holding a large tree (seconds on some virtual machines).
 bool spawn_checker(const std::string& checker, const std::string& context, const std::string& filename,
-                   const std::vector<std::string>& groups) {
+                   const std::vector<std::string>& groups, double timeout) {
   std::vector<const char*> argv = {checker.c_str(), "--check", filename.c_str()};
   for (const auto& g : groups) argv.push_back(g.c_str());
   argv.push_back(nullptr);
@@ -68,7 +92,7 @@ bool spawn_checker(const std::string& checker, const std::string& context, const
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) return false;
   int status = 0;
-  if (!wait_for(child, status)) return false;
+  if (!wait_for(child, status, context, filename, timeout)) return false;
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return true;
   if (WIFEXITED(status) && WEXITSTATUS(status) == 127) return false;  // could not run it after all
   corrupt(context, filename, status);
@@ -84,11 +108,19 @@ void poison_heap() {
 #endif
 }
 
-void crash_guard(const std::string& context, const std::string& filename, const std::vector<std::string>& groups,
-                 const std::function<void()>& work) {
-  const std::string checker = find_checker();  // not cached: GEOMOPT_IO_CHECKER may change
-  if (!checker.empty() && spawn_checker(checker, context, filename, groups)) return;
+namespace {
+void die_with_parent(pid_t parent) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(1);  // the parent died before prctl took effect
+}
+}  // namespace
 
+void crash_guard(const std::string& context, const std::string& filename, const std::vector<std::string>& groups,
+                 const std::function<void()>& work, double timeout) {
+  const std::string checker = find_checker();  // not cached: GEOMOPT_IO_CHECKER may change
+  if (!checker.empty() && spawn_checker(checker, context, filename, groups, timeout)) return;
+
+  const pid_t parent = ::getpid();
   const pid_t child = ::fork();
   if (child < 0) {
     // Without a child the check cannot run; reading in-process is what any HDF5 reader does.
@@ -97,6 +129,7 @@ void crash_guard(const std::string& context, const std::string& filename, const 
   if (child == 0) {
     // Die quietly of the signal: the parent reports it.
     for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT}) ::signal(sig, SIG_DFL);
+    die_with_parent(parent);
     poison_heap();
     try {
       work();
@@ -106,7 +139,7 @@ void crash_guard(const std::string& context, const std::string& filename, const 
     ::_exit(0);
   }
   int status = 0;
-  if (!wait_for(child, status)) return;
+  if (!wait_for(child, status, context, filename, timeout)) return;
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
   corrupt(context, filename, status);
 }

@@ -16,7 +16,9 @@ namespace geomopt::io::detail {
 
 /// Throws Error(context, file problem) when the checker (`geomopt-inspect --check filename groups...`) or, without
 /// one, work() in a forked child dies of a signal (or of a sanitizer's report).
+/// A child still running after `timeout` seconds (HDF5 looping on a corrupt file) is killed, and that is an Error
+/// too. The child dies with this process (PR_SET_PDEATHSIG), so a caller killed while it waits leaves no orphan.
 void crash_guard(const std::string& context, const std::string& filename, const std::vector<std::string>& groups,
-                 const std::function<void()>& work);
+                 const std::function<void()>& work, double timeout = 60);
 
 }  // namespace geomopt::io::detail

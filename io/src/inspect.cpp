@@ -253,13 +253,14 @@ void check_structure(const std::string& filename, const std::vector<std::string>
 }
 }  // namespace detail
 
-std::string describe(const std::string& filename) {
+std::string describe(const std::string& filename, double check_timeout) {
   const std::string context = "describe(\"" + filename + "\")";
   std::error_code ec;
   if (!std::filesystem::is_regular_file(filename, ec))
     throw Error(context, {{ProblemKind::file, "", "no such file: " + filename}});
   auto lock = detail::h5::enter();
-  detail::crash_guard(context, filename, {}, [&] { describe_file(filename, context); });
+  detail::crash_guard(
+      context, filename, {}, [&] { describe_file(filename, context); }, check_timeout);
   return describe_file(filename, context);
 }
 

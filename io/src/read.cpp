@@ -531,7 +531,9 @@ LoadReport read_file(const std::string& filename, const std::vector<GroupView>& 
   if (options.isolate) {
     std::vector<std::string> names;
     for (const GroupView& g : groups) names.push_back(g.group);
-    crash_guard(context, filename, names, [&] { read_pass(filename, groups, options, nullptr, context, true); });
+    crash_guard(
+        context, filename, names, [&] { read_pass(filename, groups, options, nullptr, context, true); },
+        options.isolate_timeout);
   }
   return read_pass(filename, groups, options, attributes, context, false);
 }

@@ -1,4 +1,8 @@
 // geomopt-inspect FILE...: prints each file's tree summary, optimizer state and metadata (geomopt::io::describe).
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -19,6 +23,9 @@ int main(int argc, char** argv) {
   if (std::strcmp(argv[1], "--check") == 0) {
     // The crash guard's child (io/src/guard.hpp): survive the file, or die of it; errors are not its business.
     if (argc < 3) return 2;
+    // Die with the load that spawned us (it may be killed while it waits); a parent already gone leaves init.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() == 1) return 1;
     geomopt::io::detail::poison_heap();
     try {
       geomopt::io::detail::check_structure(argv[2], std::vector<std::string>(argv + 3, argv + argc));

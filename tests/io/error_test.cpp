@@ -3,9 +3,12 @@
 // still refuse shape and scalar-type differences; damaged, truncated, foreign and non-HDF5 files give clear errors.
 #include "common.hpp"
 
+#include <sys/wait.h>
+
 #include <geomopt/io.hpp>
 #include <geomopt/manifolds.hpp>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -270,4 +273,40 @@ TEST_CASE("a file that crashes the HDF5 library gives an Error, and so does a ch
   CHECK(geomopt::io::load(dir.file("good.h5"), t, {.isolate = false}).complete());
   ::unsetenv("GEOMOPT_IO_CHECKER");
   CHECK(geomopt::io::load(dir.file("good.h5"), t).complete());
+}
+
+TEST_CASE("a file on which HDF5 loops forever ends in an Error after isolate_timeout, and the child is gone") {
+  // Found by tests/io/fuzz_load.cpp: HDF5 1.10.8 never returns from walking this file's whole structure, which the
+  // spawned checker (and describe) do; it is killed at the deadline. The forked child replays only the load's own
+  // pass, which stops early on this file (no /params): a plain Error. Either way, no hang, and the tree unchanged.
+  Net t = make_net(100.0);
+  const auto before = iotest::snapshot(t);
+  const std::string file = std::string(GEOMOPT_TEST_SOURCE_DIR) + "/io/data/hangs_hdf5_1_10.h5";
+  for (const std::string checker : {"spawned", "forked"}) {
+    CAPTURE(checker);
+    if (checker == "forked") ::setenv("GEOMOPT_IO_CHECKER", "", 1);
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      geomopt::io::load(file, t, {.isolate_timeout = 1});
+      FAIL("expected an Error");
+    } catch (const geomopt::io::Error& e) {
+      const std::string what = e.what();
+      const bool timed_out = what.find("did not finish within 1 s in a child process") != std::string::npos;
+      CHECK_MESSAGE(timed_out == (checker == "spawned"), what);
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    CHECK(seconds >= (checker == "spawned" ? 1.0 : 0.0));
+    CHECK(seconds < 5.0);
+    CHECK(iotest::snapshot(t) == before);
+    CHECK_THROWS_AS(geomopt::io::describe(file, 0.5), geomopt::io::Error);
+    // No child left behind: every child of this process has been reaped.
+    CHECK(::waitpid(-1, nullptr, WNOHANG) == -1);
+  }
+  ::unsetenv("GEOMOPT_IO_CHECKER");
+  try {
+    geomopt::io::load(file, t, {.isolate_timeout = 0});
+    FAIL("expected an Error");
+  } catch (const geomopt::io::Error& e) {
+    CHECK(std::string(e.what()).find("isolate_timeout must be a positive number of seconds") != std::string::npos);
+  }
 }

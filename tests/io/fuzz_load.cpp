@@ -52,6 +52,9 @@ Proto make_proto(float v) {
 
 #ifndef GEOMOPT_FUZZ_SEEDS
 
+// A file that makes HDF5 loop forever must end in the guard's timeout Error, well inside libFuzzer's -timeout=10.
+constexpr double kCheckSeconds = 3;
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const std::string file =
       (std::filesystem::exists("/dev/shm") ? std::string("/dev/shm") : std::string("/tmp")) + "/geomopt_fuzz_load_" +
@@ -64,7 +67,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   Proto t = make_proto(1.0f);
   try {
-    geomopt::io::load(file, t);
+    geomopt::io::load(file, t, {.isolate_timeout = kCheckSeconds});
   } catch (const geomopt::io::Error&) {
   }
   // Each guarded call forks (milliseconds here), and throughput is what finds bugs: the lenient load and describe
@@ -72,13 +75,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // files, so only a child forked right before a pass, with this process's very heap, replays it faithfully.
   if (size % 4 == 1) {
     try {
-      geomopt::io::load(file, t, {.strict = false, .cast = true});
+      geomopt::io::load(file, t, {.strict = false, .cast = true, .isolate_timeout = kCheckSeconds});
     } catch (const geomopt::io::Error&) {
     }
   }
   if (size % 4 == 0) {
     try {
-      (void)geomopt::io::describe(file);
+      (void)geomopt::io::describe(file, kCheckSeconds);
     } catch (const geomopt::io::Error&) {
     }
   }

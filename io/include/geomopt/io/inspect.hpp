@@ -8,7 +8,8 @@
 
 namespace geomopt::io {
 
-std::string describe(const std::string& filename);
+/// The file's structure is read in a child process first, as a load does, limited to `check_timeout` seconds.
+std::string describe(const std::string& filename, double check_timeout = 60);
 
 namespace detail {
 /// Reads every structure of a file that a load or describe may read (superblock, every group, link, attribute,
