@@ -16,6 +16,8 @@ packages=(
   libgtest-dev libgmock-dev  # only for Ceres's manifold invariant checks
   python3-numpy python3-h5py  # io: tests/io/interop.py reads and writes files with h5py (/usr/bin/python3)
   clang libclang-rt-14-dev    # io: scripts/fuzz_io.sh (libFuzzer, ASan, UBSan)
+  dataset-fashion-mnist zlib1g-dev  # examples/fashion_mnist: the data (gzip IDX files) and zlib to read them
+  gnuplot-nox                 # examples/fashion_mnist: the loss and accuracy plot
 )
 if [[ "${1:-}" == "--python" ]]; then
   packages+=(python3-torch)
