@@ -6,16 +6,16 @@
 #include <malloc.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/prctl.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
