@@ -276,7 +276,7 @@ struct Options {
   double lr = 2e-3;
   double stiefel_lr_scale = 0.5;
   std::int64_t train_limit = 0, test_limit = 0;
-  int threads = 2;
+  int threads = 1;
   std::uint64_t seed = 1;
   double min_accuracy = 0;
   bool resume = false;
@@ -297,7 +297,7 @@ struct Options {
       "  --stiefel-lr-scale S learning-rate factor of the Stiefel leaves (default 0.5)\n"
       "  --train-limit N      use the first N training images (default all 60000)\n"
       "  --test-limit N       use the first N test images (default all 10000)\n"
-      "  --threads T          threads for the matrix products and the optimizer step (default 2)\n"
+      "  --threads T          threads of the optimizer step (default 1)\n"
       "  --seed S             initialisation and shuffling seed (default 1)\n"
       "  --min-accuracy P     exit 1 when the stiefel configuration ends below P %% test accuracy\n"
       "  --data DIR           the four IDX files (default /usr/share/datasets/fashion-mnist)\n"
@@ -651,7 +651,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "fashion_mnist: %s\n", e.what());
     return 2;
   }
-  Eigen::setNbThreads(o.threads);
   std::printf("Fashion-MNIST: %lld training and %lld test images from %s; Adam, batch %lld, lr %g (cosine), "
               "%d epochs, %d threads\n",
               static_cast<long long>(train_set.x.cols()), static_cast<long long>(test_set.x.cols()), o.data.c_str(),
