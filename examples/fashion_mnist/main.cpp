@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <Eigen/Core>
+#include <Eigen/SVD>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -238,6 +239,22 @@ double stiefel_defect(const Tree& model) {
       model);
   return worst;
 }
+
+// The condition number of each hidden layer's effective weight W diag(gain): how unevenly the layer stretches its
+// input directions. Orthonormal columns leave only the gains' spread.
+template <class Layer>
+std::vector<double> conditions(const Mlp<Layer>& m) {
+  std::vector<double> out;
+  for (const Layer& l : m.hidden) {
+    MatF w = weight(l);
+    if (gain(l).size() > 0) w = w * gain(l).asDiagonal();
+    const Eigen::BDCSVD<MatF> svd(w);
+    const auto& s = svd.singularValues();
+    out.push_back(static_cast<double>(s(0) / s(s.size() - 1)));
+  }
+  return out;
+}
+std::vector<double> conditions(const AttentionNet&) { return {}; }
 
 // ---------------------------------------------------------------------------------------------------------------
 // Data
@@ -519,6 +536,7 @@ BatchResult evaluate(const Model& model, const Split& data) {
 
 struct Outcome {
   double test_acc = 0, train_seconds = 0, defect = 0;
+  std::vector<double> conditions;
 };
 
 template <class Model>
@@ -627,13 +645,14 @@ Outcome train(const std::string& config, Model model, const Options& o, const Sp
         checkpoint.string(), model, state,
         {.attributes = {{"epoch", std::int64_t{epoch}}, {"config", config}, {"train_seconds", trained_seconds},
                         {"test_accuracy", row.test_acc}}});
-    outcome = {row.test_acc, trained_seconds, row.defect};
+    outcome = {row.test_acc, trained_seconds, row.defect, {}};
   }
   if (first_epoch > last_epoch) {  // everything was already trained: report the checkpoint's model
     const BatchResult test = evaluate(model, test_set);
     outcome = {100.0 * static_cast<double>(test.correct) / static_cast<double>(test_set.x.cols()), trained_seconds,
-               stiefel_defect(model)};
+               stiefel_defect(model), {}};
   }
+  outcome.conditions = conditions(model);
   return outcome;
 }
 
@@ -675,12 +694,20 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  std::printf("\n| configuration | test accuracy | training time | max check(W) |\n|---|---|---|---|\n");
+  std::printf("\n| configuration | test accuracy | training time | max check(W) | cond(W diag(gain)) per hidden layer |\n"
+              "|---|---|---|---|---|\n");
   for (const auto& config : o.configs) {
     const Outcome& r = outcomes[config];
     char defect[32] = "-";
     if (config != "free") std::snprintf(defect, sizeof defect, "%.1e", r.defect);
-    std::printf("| %s | %.2f %% | %.0f s | %s |\n", config.c_str(), r.test_acc, r.train_seconds, defect);
+    std::string conds;
+    for (double c : r.conditions) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%s%.3g", conds.empty() ? "" : ", ", c);
+      conds += text;
+    }
+    std::printf("| %s | %.2f %% | %.0f s | %s | %s |\n", config.c_str(), r.test_acc, r.train_seconds, defect,
+                conds.empty() ? "-" : conds.c_str());
   }
   std::printf("metrics: %s\n", csv.c_str());
   if (const auto png = plot(o.out, rows, o.configs))
