@@ -48,7 +48,9 @@ def run_json(exe, args, flags, interleave):
         cmd.append(f"--benchmark_min_time={args.min_time}")
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
     data = json.loads(out.stdout)
-    rows = {b["run_name"]: b for b in data["benchmarks"] if b.get("aggregate_name") == "median"}
+    # One repetition reports no aggregates, only the run itself.
+    rows = {b["run_name"]: b for b in data["benchmarks"]
+            if b.get("aggregate_name") == "median" or (args.repetitions == 1 and b.get("run_type") == "iteration")}
     return rows, data["context"]
 
 
@@ -103,6 +105,14 @@ def main():
     def retract(route, kind, n):
         return t(f"retract/{route}/{kind}/N:{n}")
 
+    for kind in KINDS:
+        for n in SIZES:
+            for r in ("implicit", "transported") + (("dense", "dense_f") if n <= args.dense_max_n else ()):
+                require(positive(retract(r, kind, n)), f"retract/{r}/{kind}/N:{n} missing")
+    for name in [f"core/{k}" for k in KINDS] + [f"lift/{p}/N:{n}" for p in ("recomputed", "transported")
+                                                  for n in SIZES]:
+        require(positive(t(name)), f"{name} missing")
+
     print(f"manifolds_bench: St(N, 16), {args.repetitions} repetitions in random order, medians of CPU time per "
           f"call; malloc thresholds pinned; {context.get('num_cpus')} CPUs at {context.get('mhz_per_cpu')} MHz, "
           f"load average {', '.join(f'{x:.2f}' for x in context.get('load_avg', []))} at the start")
@@ -146,10 +156,6 @@ def main():
             fmt_ratio(lift["recomputed", n], lift.get(("recomputed", n // 4))),
             fmt_ratio(lift["transported", n], lift.get(("transported", n // 4)))] for n in SIZES])
 
-    for kind in KINDS:
-        for n in SIZES:
-            for r in ("implicit", "transported") + (("dense", "dense_f") if n <= args.dense_max_n else ()):
-                require(positive(retract(r, kind, n)), f"retract/{r}/{kind}/N:{n} missing")
     require(defects and max(defects.values()) < 1e-6, f"a retraction left the manifold: {defects}")
     write_results(args.json, {
         "repetitions": args.repetitions,
