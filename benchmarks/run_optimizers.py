@@ -215,7 +215,7 @@ def main():
     torch_sources = [f"torch:{name}" for name, _ in mallocs] if not args.skip_torch else []
     torch_cases = [f"torch_foreach{f}_{th}t" for th in (1, 2) for f in (0, 1)]
     if torch_sources:
-        print("### PyTorch: torch.optim.Adam(lr=1e-3).step(), 369 leaves, time per step")
+        print(f"### PyTorch: torch.optim.Adam(lr=1e-3).step() on {tree}, time per step")
         table(["malloc", *(c.replace("torch_", "") for c in torch_cases)],
               [[src.split(":", 1)[1], *(fmt_time(t(src, c)) for c in torch_cases)] for src in torch_sources])
         for name, env in mallocs:

@@ -71,7 +71,7 @@ def main():
                   "unflatten_into / memcpy": rate("BM_unflatten_into") / memcpy},
         "ns_per_leaf": {"for_each": ns_per_leaf("BM_for_each_2x2"), "loop": ns_per_leaf("BM_loop_2x2")},
     }
-    print(f"ptree_bench on {results['tree']}, {args.repetitions} repetitions, medians.")
+    print(f"ptree_bench on {results['tree']}, {args.repetitions} repetition(s), medians.")
     print()
     table(["figure", "value", "ratio to memcpy", "ratio to the Eigen copy", "goal"], [
         ["std::memcpy of the tree's bytes (reference)", f"{memcpy / 1e9:.2f} GB/s", "1", f"{memcpy / eigen:.2f}", ""],

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The PyTorch side of benchmarks/run_optimizers.py: torch.optim.Adam(params, lr=1e-3).step() on the 369 leaves of the
+"""The PyTorch side of benchmarks/run_optimizers.py: torch.optim.Adam(params, lr=1e-3).step() on the leaves of the
 shapes file (float32, 20,153,696 numbers), with foreach=False and foreach=True, under torch.set_num_threads(1) and (2).
 
 Every configuration has its own optimizer (its own exp_avg, exp_avg_sq) over the same parameters and gradients
