@@ -223,8 +223,9 @@ def main():
         "struct": "  of which: headers + struct + one map",
         "headers": "  of which: headers + struct declaration",
     }
-    print(f"{len(shapes)} leaves ({pathlib.Path(args.shapes).name}), arities {ARITIES[0]}..{ARITIES[-1]}, 7 walks, {args.work} per-leaf "
-          f"work, {args.cxx} -O2, {args.repeat} runs each, median CPU seconds (user + system) per compilation.")
+    print(f"{len(shapes)} leaves ({pathlib.Path(args.shapes).name}), arities {ARITIES[0]}..{ARITIES[-1]}, 7 walks, "
+          f"{args.work} per-leaf work, {args.cxx} -O2, {args.repeat} runs each, median CPU seconds (user + system) "
+          "per compilation.")
     print()
     table(["program", "median", "ratio to the loops", "runs"],
           [[labels[name].strip(), f"{med[name]:.2f} s",

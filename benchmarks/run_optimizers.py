@@ -209,7 +209,7 @@ def main():
 
     print(f"run_optimizers.py: {args.repetitions} rounds x {args.inner} interleaved repetitions, medians of wall "
           f"time per step; load average (1, 5, 15 min) at the start {loads[0]}, at the end {loads[-1]}; "
-          f"{time.time() - t_start:.0f} s; torch {torch_version}")
+          f"{time.time() - t_start:.0f} s; torch {torch_version or 'not run'}")
     print()
 
     torch_sources = [f"torch:{name}" for name, _ in mallocs] if not args.skip_torch else []

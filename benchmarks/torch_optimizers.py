@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """The PyTorch side of benchmarks/run_optimizers.py: torch.optim.Adam(params, lr=1e-3).step() on the leaves of the
-shapes file (float32, 20,153,696 numbers), with foreach=False and foreach=True, under torch.set_num_threads(1) and (2).
+shapes file (float32; 20,153,696 numbers for the 369-leaf tree), with foreach=False and foreach=True, under
+torch.set_num_threads(1) and (2).
 
 Every configuration has its own optimizer (its own exp_avg, exp_avg_sq) over the same parameters and gradients
 (uniform in [-1, 1], set once; the step is what is timed, not the backward pass). After --warmup steps of each, the
