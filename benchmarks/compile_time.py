@@ -189,7 +189,8 @@ def main():
         sys.exit(f"compile_time.py: shapes file not found: {args.shapes}")
     shapes = read_shapes(args.shapes)
     set_work(args.work)
-    workdir = pathlib.Path(args.keep) if args.keep else pathlib.Path(tempfile.mkdtemp(prefix="geomopt_ct_"))
+    scratch = None if args.keep else tempfile.TemporaryDirectory(prefix="geomopt_ct_")  # removed at exit
+    workdir = pathlib.Path(args.keep or scratch.name)
     workdir.mkdir(parents=True, exist_ok=True)
     sources = {
         "loops": workdir / "loops.cpp",
