@@ -5,6 +5,7 @@
 //      PlusJacobian, whose output alone has N n x (N n - n(n+1)/2) entries, so it is quadratic in N;
 //   3. Brockett on St(20, 5): Ceres's LBFGS through the adapter against geomopt::minimize (SolverMethod::lbfgs).
 // Every time is the median of --reps repetitions. Run it on a quiet machine (docs/ceres.md gives the command).
+// --quick (a smoke run for CI, benchmarks/run_all --quick): 1 repetition, 2 draws, St(N, 8) at N = 32 and 64.
 #include <ceres/ceres.h>
 #include <ceres/sphere_manifold.h>
 
@@ -25,6 +26,9 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+int g_draws = 5;                                     // random problems per table
+std::vector<int> g_sizes = {32, 64, 128, 256, 512, 1024};  // N of the Stiefel scaling table
 
 double median(std::vector<double> v) {
   std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
@@ -153,12 +157,12 @@ void rayleigh(int reps) {
   double worst_error = 0;
   std::vector<Eigen::MatrixXd> as;
   std::vector<Eigen::VectorXd> starts;
-  for (int draw = 0; draw < 5; ++draw) {
+  for (int draw = 0; draw < g_draws; ++draw) {
     as.push_back(random_symmetric(rng, 50));
     starts.push_back(geomopt::Sphere<double>::random_point(rng, 50).value());
   }
   for (int scaled = 0; scaled < 2; ++scaled) {
-    for (int draw = 0; draw < 5; ++draw) {
+    for (int draw = 0; draw < g_draws; ++draw) {
       const Eigen::MatrixXd& a = as[static_cast<std::size_t>(draw)];
       const double lambda_min =
           Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd>(a, Eigen::EigenvaluesOnly).eigenvalues()[0];
@@ -220,7 +224,7 @@ void stiefel_scaling(int reps) {
   std::printf("|---|---|---|---|---|---|---|\n");
   geomopt::Rng rng(8);
   const int n = 8;
-  for (int N : {32, 64, 128, 256, 512, 1024}) {
+  for (int N : g_sizes) {
     const geomopt::CeresManifold<geomopt::Stiefel<double>> manifold(N, n);
     const Eigen::MatrixXd x = geomopt::Stiefel<double>::random_point(rng, N, n).value();
     const Eigen::VectorXd delta = 0.1 * geomopt::detail::gaussian<double>(rng, manifold.TangentSize(), 1).col(0);
@@ -255,7 +259,7 @@ void brockett(int reps) {
   const Eigen::Index N = 20, p = 5;
   const Eigen::VectorXd w = Eigen::VectorXd::LinSpaced(p, 1, double(p));
   std::vector<double> ratios;
-  for (int draw = 0; draw < 5; ++draw) {
+  for (int draw = 0; draw < g_draws; ++draw) {
     const Eigen::MatrixXd a = random_symmetric(rng, N);
     const Eigen::VectorXd lambda =
         Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd>(a, Eigen::EigenvaluesOnly).eigenvalues();
@@ -315,8 +319,12 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--reps=", 7) == 0) {
       reps = std::max(1, std::atoi(argv[i] + 7));
+    } else if (std::strcmp(argv[i], "--quick") == 0) {
+      reps = 1;
+      g_draws = 2;
+      g_sizes = {32, 64};
     } else {
-      std::fprintf(stderr, "usage: %s [--reps=R]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--reps=R] [--quick]\n", argv[0]);
       return 2;
     }
   }

@@ -10,6 +10,9 @@ Two control programs split the ptree figure: the headers and the struct declarat
 (the struct's constructor and destructor, its child layout and one walk: what any program that copies it pays).
 
 usage: benchmarks/compile_time.py [--shapes FILE] [--repeat N] [--cxx g++] [--keep DIR] [--work light|step]
+                                  [--quick] [--json FILE]
+  --shapes defaults to ../shared/bench/transformer369_d256.shapes, or benchmarks/tree_small.shapes without it.
+  --quick: the small tree, arities 1 and 2, one compilation of the two programs the ratio is between (a smoke run).
 """
 import argparse
 import os
@@ -21,18 +24,10 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-DEFAULT_SHAPES = ROOT.parent / "shared" / "bench" / "transformer369_d256.shapes"
+from bench_markdown import (ROOT, SMALL_SHAPES, default_shapes, positive, read_shapes, require, table,
+                            write_results)
+
 ARITIES = range(1, 7)
-
-
-def read_shapes(path):
-    shapes = []
-    for line in pathlib.Path(path).read_text().splitlines():
-        line = line.split("#", 1)[0].split()
-        if line:
-            shapes.append(tuple(int(x) for x in line))
-    return shapes
 
 
 def leaf_type(shape, mixed):
@@ -176,18 +171,26 @@ def compile_seconds(cxx, source, include_dirs):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shapes", default=str(DEFAULT_SHAPES))
+    ap.add_argument("--shapes")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--cxx", default=os.environ.get("CXX", "g++"))
     ap.add_argument("--keep", help="write the generated sources to this folder")
     ap.add_argument("--work", choices=sorted(WORK), default="light", help="the per-leaf work (default: light)")
+    ap.add_argument("--quick", action="store_true", help="a smoke run (see above)")
+    ap.add_argument("--json", help="also write the medians to this file")
     args = ap.parse_args()
+    if args.quick:
+        global ARITIES
+        args.repeat, ARITIES = 1, range(1, 3)
+        args.shapes = args.shapes or str(SMALL_SHAPES)
+    args.shapes = args.shapes or str(default_shapes())
 
     if not pathlib.Path(args.shapes).exists():
         sys.exit(f"compile_time.py: shapes file not found: {args.shapes}")
     shapes = read_shapes(args.shapes)
     set_work(args.work)
-    workdir = pathlib.Path(args.keep) if args.keep else pathlib.Path(tempfile.mkdtemp(prefix="geomopt_ct_"))
+    scratch = None if args.keep else tempfile.TemporaryDirectory(prefix="geomopt_ct_")  # removed at exit
+    workdir = pathlib.Path(args.keep or scratch.name)
     workdir.mkdir(parents=True, exist_ok=True)
     sources = {
         "loops": workdir / "loops.cpp",
@@ -204,12 +207,15 @@ def main():
     sources["struct"].write_text(struct_program(shapes))
     sources["headers"].write_text(ptree_program(shapes, mixed=False).split("float sink;", 1)[0])
     includes = [ROOT / "ptree" / "include", "/usr/include/eigen3"]
+    if args.quick:
+        sources = {k: sources[k] for k in ("loops", "ptree")}
 
     times = {name: [] for name in sources}
     for _ in range(args.repeat):
         for name, src in sources.items():
             times[name].append(compile_seconds(args.cxx, src, includes))
     med = {k: statistics.median(v) for k, v in times.items()}
+    require(all(positive(v) for v in med.values()), f"compile times {med}")
     labels = {
         "loops": "loops over std::vector<Eigen::MatrixXf>",
         "loops_helper": "the same loops, each in a helper function",
@@ -218,19 +224,24 @@ def main():
         "struct": "  of which: headers + struct + one map",
         "headers": "  of which: headers + struct declaration",
     }
-    print(f"leaves: {len(shapes)}, arities 1..6, 7 walks, {args.work} per-leaf work, {args.cxx} -O2, "
-          f"{args.repeat} runs each, median CPU seconds")
-    for name in sources:
-        runs = ", ".join(f"{t:.2f}" for t in times[name])
-        print(f"{labels[name]:<42} {med[name]:6.2f} s  (runs: {runs})")
-    print(f"ratio ptree / loops: {med['ptree'] / med['loops']:.2f}   "
-          f"(mixed leaf types: {med['ptree_mixed'] / med['loops']:.2f})")
-    print(f"ratio ptree / loops in helper functions: {med['ptree'] / med['loops_helper']:.2f}")
-    walks = med["ptree"] - med["struct"]
-    loop_work = med["loops"] - med["headers"]
-    print(f"the 42 walks beyond the struct's one-time cost: {walks:.2f} s; the loops beyond the headers: "
-          f"{loop_work:.2f} s (ratio {walks / loop_work:.2f})")
-
+    print(f"{len(shapes)} leaves ({pathlib.Path(args.shapes).name}), arities {ARITIES[0]}..{ARITIES[-1]}, 7 walks, "
+          f"{args.work} per-leaf work, {args.cxx} -O2, {args.repeat} runs each, median CPU seconds (user + system) "
+          "per compilation.")
+    print()
+    table(["program", "median", "ratio to the loops", "runs"],
+          [[labels[name].strip(), f"{med[name]:.2f} s",
+            f"**{med[name] / med['loops']:.2f}**" if name == "ptree" else f"{med[name] / med['loops']:.2f}",
+            ", ".join(f"{t:.2f}" for t in times[name])] for name in sources])
+    results = {"leaves": len(shapes), "shapes": pathlib.Path(args.shapes).name, "work": args.work, "cxx": args.cxx,
+               "repeat": args.repeat, "seconds": med, "ratio": med["ptree"] / med["loops"]}
+    if not args.quick:
+        walks = med["ptree"] - med["struct"]
+        loop_work = med["loops"] - med["headers"]
+        results["walks_over_loops_beyond_fixed_cost"] = walks / loop_work
+        print(f"The 42 walks beyond the struct's one-time cost: {walks:.2f} s; the loops beyond the headers: "
+              f"{loop_work:.2f} s (ratio {walks / loop_work:.2f}).")
+        print()
+    write_results(args.json, results)
 
 if __name__ == "__main__":
     main()

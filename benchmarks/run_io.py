@@ -1,7 +1,11 @@
 #!/usr/bin/python3
-"""geomopt::io against h5py: saving and loading the 369-leaf D=512 tree (78M float32, 312 MB), in one run.
+"""geomopt::io against h5py: saving and loading the benchmark tree (the 369-leaf D=512 tree, 78M float32, 312 MB; or
+benchmarks/tree_small.shapes where the shared file is missing: GEOMOPT_IO_BENCH_SHAPES), in one run.
 
-    /usr/bin/python3 benchmarks/run_io.py BUILD_DIR [--reps 5] [--dir DIR]
+    /usr/bin/python3 benchmarks/run_io.py BUILD_DIR [--reps 5] [--dir DIR] [--quick] [--json FILE]
+
+--quick: 1 repetition, no waiting for a quiet machine, files in a temporary folder, and h5py's reads compared with
+the arrays geomopt saved.
 
 BUILD_DIR holds benchmarks/io_bench (configure with -DGEOMOPT_BUILD_BENCHMARKS=ON). Each repetition runs io_bench
 once (after its untimed warm-up: geomopt save without and with fsync, load with and without the crash guard), then
@@ -17,13 +21,14 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_markdown import table  # noqa: E402
+from bench_markdown import positive, require, table, write_results  # noqa: E402
 
 
 def machine_busy():
@@ -86,7 +91,13 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--dir", default=None, help="where the files go (default: BUILD_DIR/benchmarks/io_files)")
     ap.add_argument("--wait", type=int, default=1800, help="seconds to wait for a quiet machine")
+    ap.add_argument("--quick", action="store_true", help="a smoke run (see above)")
+    ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args()
+    if args.quick:
+        args.reps, args.wait = 1, 0
+        scratch = tempfile.TemporaryDirectory(prefix="geomopt_io_bench_")
+        args.dir = args.dir or scratch.name
 
     bench = os.path.join(args.build_dir, "benchmarks", "io_bench")
     work = args.dir or os.path.join(args.build_dir, "benchmarks", "io_files")
@@ -103,17 +114,22 @@ def main():
         loads.append(os.getloadavg()[0])
         g = json.loads(subprocess.run([bench, work], check=True, capture_output=True, text=True).stdout)
         for k in ("save", "save_durable", "load", "load_trusted"):
+            require(positive(g.get(k)), f"io_bench: no time for {k}")
             times[k].append(g[k])
         nbytes = g["bytes"]
         if arrays is None:
             with h5py.File(geomopt_file, "r") as f:
-                arrays = [(f"p{i}", f["params"][f"p{i}"][()]) for i in range(369)]
+                names = sorted(f["params"].keys(), key=lambda n: int(n[1:]))  # p0, p1, ...
+                arrays = [(n, f["params"][n][()]) for n in names]
             assert sum(a.nbytes for _, a in arrays) == nbytes
             names = [n for n, _ in arrays]
             direct = [(n, np.empty_like(a)) for n, a in arrays]
         times["h5py_save"].append(timed(h5py_save, arrays, h5py_file, False))
         # h5py reads the very file geomopt just loaded (same bytes, same place in the page cache).
         times["h5py_load"].append(timed(h5py_load, names, geomopt_file))
+        if args.quick:
+            require(all(np.array_equal(a, b) for (_, a), b in zip(arrays, h5py_load(names, geomopt_file))),
+                    "h5py read other values than geomopt saved")
         times["h5py_load_direct"].append(timed(h5py_load_direct, direct, geomopt_file))
         times["h5py_save_durable"].append(timed(h5py_save, arrays, h5py_file, True))
         print(f"rep {rep}: " + ", ".join(f"{k} {v[-1]:.3f} s" for k, v in times.items())
@@ -125,7 +141,7 @@ def main():
     def row(what, ours, theirs):
         return [what, f"{mbps[ours]:.0f}", f"{mbps[theirs]:.0f}", f"{med[theirs] / med[ours]:.2f}x"]
 
-    print(f"369 leaves, {nbytes / 1e6:.0f} MB of float32; median of {args.reps} repetitions; "
+    print(f"{len(arrays)} leaves, {nbytes / 1e6:.1f} MB of float32; median of {args.reps} repetitions; "
           f"load average {min(loads):.2f}-{max(loads):.2f} while measuring\n")
     table(["operation", "geomopt MB/s", "h5py MB/s", "geomopt / h5py"], [
         row("save, no fsync (geomopt: temporary file + rename) vs h5py File('w')", "save", "h5py_save"),
@@ -135,6 +151,8 @@ def main():
         row("load (default) vs h5py read_direct into preallocated arrays", "load", "h5py_load_direct"),
         row("load, isolate = false vs h5py read_direct", "load_trusted", "h5py_load_direct"),
     ])
+    write_results(args.json, {"leaves": len(arrays), "bytes": nbytes, "reps": args.reps, "mb_per_s": mbps,
+                              "seconds": med, "files": work})
 
 
 if __name__ == "__main__":

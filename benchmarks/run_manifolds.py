@@ -18,7 +18,9 @@ temporaries can cost page faults. Then the accuracy experiment (--accuracy) prin
 table: the library's orthonormal factorisation of the lift against the non-orthogonal U, V factors.
 
 usage: /usr/bin/python3 benchmarks/run_manifolds.py [--exe PATH | --build DIR] [--repetitions N] [--min-time S]
-                                                    [--dense-max-n N] [--draws K] [--skip-accuracy]
+                                                    [--dense-max-n N] [--draws K] [--skip-accuracy] [--quick]
+                                                    [--json FILE]
+  --quick: N = 64 and 256 only, 1 repetition of 5 ms per benchmark, 1 draw per accuracy row; every figure checked
 e.g.   cmake --build /tmp/build_bench --target manifolds_bench
        /usr/bin/python3 benchmarks/run_manifolds.py --build /tmp/build_bench --repetitions 9
 """
@@ -28,15 +30,17 @@ import pathlib
 import subprocess
 import sys
 
-from bench_markdown import table
+from bench_markdown import ROOT, positive, require, table, write_results
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 SIZES = (64, 256, 1024, 4096)
+QUICK_SIZES = (64, 256)
 KINDS = ("cayley", "geodesic")
 ROUTES = ("implicit", "transported", "dense", "dense_f")
 
 
 def run_json(exe, args, flags, interleave):
+    if args.quick:
+        flags = flags + [f"--benchmark_filter={args.filter}"]
     cmd = [str(exe), *flags, f"--benchmark_repetitions={args.repetitions}", "--benchmark_format=json",
            "--benchmark_report_aggregates_only=true",
            f"--benchmark_enable_random_interleaving={'true' if interleave else 'false'}"]
@@ -44,7 +48,9 @@ def run_json(exe, args, flags, interleave):
         cmd.append(f"--benchmark_min_time={args.min_time}")
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
     data = json.loads(out.stdout)
-    rows = {b["run_name"]: b for b in data["benchmarks"] if b.get("aggregate_name") == "median"}
+    # One repetition reports no aggregates, only the run itself.
+    rows = {b["run_name"]: b for b in data["benchmarks"]
+            if b.get("aggregate_name") == "median" or (args.repetitions == 1 and b.get("run_type") == "iteration")}
     return rows, data["context"]
 
 
@@ -77,7 +83,15 @@ def main():
     ap.add_argument("--dense-max-n", type=int, default=1024, help="largest N the dense route is timed at")
     ap.add_argument("--draws", type=int, default=20, help="random lifts per row of the accuracy table")
     ap.add_argument("--skip-accuracy", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="a smoke run (see above)")
+    ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args()
+    global SIZES
+    if args.quick:
+        SIZES = QUICK_SIZES
+        args.repetitions, args.min_time, args.dense_max_n, args.draws = 1, 0.005, max(QUICK_SIZES), 1
+        # The sizes of a quick run, and the N-independent core.
+        args.filter = f"(N:({'|'.join(map(str, QUICK_SIZES))})|core/.*)$"
 
     exe = pathlib.Path(args.exe) if args.exe else pathlib.Path(args.build) / "benchmarks" / "manifolds_bench"
     if not exe.exists():
@@ -90,6 +104,14 @@ def main():
 
     def retract(route, kind, n):
         return t(f"retract/{route}/{kind}/N:{n}")
+
+    for kind in KINDS:
+        for n in SIZES:
+            for r in ("implicit", "transported") + (("dense", "dense_f") if n <= args.dense_max_n else ()):
+                require(positive(retract(r, kind, n)), f"retract/{r}/{kind}/N:{n} missing")
+    for name in [f"core/{k}" for k in KINDS] + [f"lift/{p}/N:{n}" for p in ("recomputed", "transported")
+                                                  for n in SIZES]:
+        require(positive(t(name)), f"{name} missing")
 
     print(f"manifolds_bench: St(N, 16), {args.repetitions} repetitions in random order, medians of CPU time per "
           f"call; malloc thresholds pinned; {context.get('num_cpus')} CPUs at {context.get('mhz_per_cpu')} MHz, "
@@ -134,7 +156,21 @@ def main():
             fmt_ratio(lift["recomputed", n], lift.get(("recomputed", n // 4))),
             fmt_ratio(lift["transported", n], lift.get(("transported", n // 4)))] for n in SIZES])
 
-    default_rows, _ = run_json(exe, args, ["--benchmark_filter=retract/implicit/|lift/recomputed"], False)
+    require(defects and max(defects.values()) < 1e-6, f"a retraction left the manifold: {defects}")
+    write_results(args.json, {
+        "repetitions": args.repetitions,
+        "retract_us": {f"{r}/{k}": {str(n): retract(r, k, n) for n in SIZES} for r in ROUTES for k in KINDS},
+        "lift_us": {p: {str(n): lift[p, n] for n in SIZES} for p in ("recomputed", "transported")},
+        "core_us": {k: t(f"core/{k}") for k in KINDS},
+        "defect": defects,
+    })
+
+    default_filter = "retract/implicit/|lift/recomputed"
+    if args.quick:
+        args.filter = f"({default_filter}).*N:({'|'.join(map(str, QUICK_SIZES))})$"
+        default_rows, _ = run_json(exe, args, [], False)
+    else:
+        default_rows, _ = run_json(exe, args, [f"--benchmark_filter={default_filter}"], False)
 
     def td(name):
         return us(default_rows[name]) if name in default_rows else None
@@ -149,8 +185,14 @@ def main():
 
     if not args.skip_accuracy:
         print("### Accuracy: orthonormal W (the library) against the non-orthogonal U, V factors")
-        sys.stdout.flush()
-        subprocess.run([str(exe), "--accuracy", f"--draws={args.draws}"], check=True)
+        print()
+        out = subprocess.run([str(exe), "--accuracy", f"--draws={args.draws}"], check=True, capture_output=True,
+                             text=True).stdout
+        rows = [line for line in out.splitlines() if line.startswith("St(")]
+        require(len(rows) == 16, f"accuracy: {len(rows)} rows instead of 16")
+        for line in rows:
+            require(all(float(x) < 1e-9 for x in line.split("|")[1].split()), f"accuracy: W route off: {line}")
+        print("```\n" + out.rstrip() + "\n```")
 
 
 if __name__ == "__main__":

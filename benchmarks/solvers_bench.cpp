@@ -3,7 +3,8 @@
 // tests: the gradient norm below 1e-6 of the initial one (the default test of ROPTLIB and pymanopt, for the
 // comparison in docs/benchmarks.md) and an absolute 1e-9.
 //
-//   build/bench/benchmarks/solvers_bench [--reps=R] [--sizes=small|large|all]
+//   build/bench/benchmarks/solvers_bench [--reps=R] [--sizes=small|large|all] [--quick]
+// --quick (a smoke run for CI, benchmarks/run_all --quick): --reps=1 --sizes=small.
 #include <Eigen/Eigenvalues>
 #include <algorithm>
 #include <chrono>
@@ -62,8 +63,11 @@ int main(int argc, char** argv) {
       reps = std::max(1, std::atoi(argv[i] + 7));
     } else if (std::strncmp(argv[i], "--sizes=", 8) == 0) {
       sizes = argv[i] + 8;
+    } else if (std::strcmp(argv[i], "--quick") == 0) {
+      reps = 1;
+      sizes = "small";
     } else {
-      std::fprintf(stderr, "usage: %s [--reps=R] [--sizes=small|large|all]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--reps=R] [--sizes=small|large|all] [--quick]\n", argv[0]);
       return 2;
     }
   }

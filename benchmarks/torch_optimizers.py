@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""The PyTorch side of benchmarks/run_optimizers.py: torch.optim.Adam(params, lr=1e-3).step() on the 369 leaves of the
-shapes file (float32, 20,153,696 numbers), with foreach=False and foreach=True, under torch.set_num_threads(1) and (2).
+"""The PyTorch side of benchmarks/run_optimizers.py: torch.optim.Adam(params, lr=1e-3).step() on the leaves of the
+shapes file (float32; 20,153,696 numbers for the 369-leaf tree), with foreach=False and foreach=True, under
+torch.set_num_threads(1) and (2).
 
 Every configuration has its own optimizer (its own exp_avg, exp_avg_sq) over the same parameters and gradients
 (uniform in [-1, 1], set once; the step is what is timed, not the backward pass). After --warmup steps of each, the
@@ -15,32 +16,23 @@ Prints one JSON object: {"torch": version, "cases": {"torch_foreach0_1t": {"seco
 
 usage: /usr/bin/python3 benchmarks/torch_optimizers.py [--shapes FILE] [--reps R] [--warmup W] [--inner K]
                                                        [--threads 1,2] [--foreach 0,1]
+  --shapes defaults to ../shared/bench/transformer369_d256.shapes, or benchmarks/tree_small.shapes without it;
+  run_optimizers.py passes the file its C++ build was configured with.
 """
 import argparse
 import json
 import os
-import pathlib
 import sys
 import time
 
 import torch
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-
-
-def read_shapes(path):
-    shapes = []
-    for line in pathlib.Path(path).read_text().splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        shapes.append(tuple(int(x) for x in line.split()))
-    return shapes
+from bench_markdown import default_shapes, read_shapes
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shapes", default=str(ROOT.parent / "shared" / "bench" / "transformer369_d256.shapes"))
+    ap.add_argument("--shapes", default=str(default_shapes()))
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--inner", type=int, default=1)

@@ -3,7 +3,8 @@
 # Idempotent: when every package is already present it installs nothing and touches no package list.
 #
 #   scripts/install_deps.sh            build + test dependencies
-#   scripts/install_deps.sh --python   also PyTorch, the reference of the optimizer cross-checks
+#   scripts/install_deps.sh --python   also PyTorch, the reference of the optimizer cross-checks and of the
+#                                      optimizer benchmark (benchmarks/run_all skips that side without it)
 set -euo pipefail
 
 packages=(
@@ -17,7 +18,7 @@ packages=(
   python3-numpy python3-h5py  # io: tests/io/interop.py reads and writes files with h5py (/usr/bin/python3)
   clang libclang-rt-14-dev    # io: scripts/fuzz_io.sh (libFuzzer, ASan, UBSan)
   dataset-fashion-mnist zlib1g-dev  # examples/fashion_mnist: the data (gzip IDX files) and zlib to read them
-  gnuplot-nox                 # examples/fashion_mnist: the loss and accuracy plot
+  gnuplot-nox                 # the plots of examples/fashion_mnist and benchmarks/run_all
 )
 if [[ "${1:-}" == "--python" ]]; then
   packages+=(python3-torch)

@@ -3,8 +3,9 @@
 # then the same suite under AddressSanitizer and UndefinedBehaviorSanitizer, built by clang++ (-O0 -g1: the manifold
 # property suite compiles 40 % faster than at -O1, and sanitizers need no optimisation; clang++ 14 compiles the
 # sanitized optimizer_test.cpp in 86 CPU s, g++ 12 in 163, docs/design.md). The sanitizer stage also fuzzes the io
-# loader for 25 s (test io_fuzz_load, libFuzzer: the same run as scripts/fuzz_io.sh). Exits non-zero on the first
-# failure.
+# loader for 25 s (test io_fuzz_load, libFuzzer: the same run as scripts/fuzz_io.sh). The Release stage also builds
+# the benchmarks and runs each once in quick mode (tests bench_quick/<name>, benchmarks/run_all --quick), so none of
+# them rots. Exits non-zero on the first failure.
 #
 #   bash scripts/test.sh        (GEOMOPT_JOBS=N to change the parallelism, default 2)
 set -Eeuo pipefail
@@ -28,9 +29,12 @@ build_and_test() {
   ctest --test-dir "${dir}" --output-on-failure -j "${jobs}"
 }
 
-echo "== Release (g++, -O2, warnings as errors) =="
+echo "== Release (g++, -O2, warnings as errors, benchmarks in quick mode) =="
+# The benchmarks are built on the small committed tree, wherever ../shared is, and run as bench_quick/<name>.
+small_tree="${PWD}/benchmarks/tree_small.shapes"
 build_and_test release -DCMAKE_CXX_COMPILER=g++ -DCMAKE_C_COMPILER=gcc \
-  -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG"
+  -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
+  -DGEOMOPT_BUILD_BENCHMARKS=ON -DGEOMOPT_TREE369_SHAPES="${small_tree}" -DGEOMOPT_IO_BENCH_SHAPES="${small_tree}"
 
 echo "== ASan + UBSan (clang++, -O0, assertions on) =="
 export ASAN_OPTIONS="detect_leaks=1"
