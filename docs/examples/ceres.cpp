@@ -58,12 +58,12 @@ int run() {
     }
     // snippet-begin: one_line
     // snippet-begin: readme
-    problem.SetManifold(Y, new geomopt::CeresManifold<geomopt::Stiefel<double>>(N, n));            // Y: N x n, column-major
+    problem.SetManifold(Y, new geomopt::CeresManifold<geomopt::Stiefel<double>>(N, n));         // Y: N x n
     // snippet-end: readme
-    problem.SetManifold(R, new geomopt::CeresManifold<geomopt::SpecialOrthogonal<double>>(3));     // R: 3 x 3
-    problem.SetManifold(u, new geomopt::CeresManifold<geomopt::Sphere<double>>(N));                // u: N
-    problem.SetManifold(S, new geomopt::CeresManifold<geomopt::SPD<double>>(n));                   // S: n x n
-    problem.SetManifold(W, new geomopt::CeresManifold<geomopt::SymmetricMatrix<double>>(n));       // W: n x n, W = W^T
+    problem.SetManifold(R, new geomopt::CeresManifold<geomopt::SpecialOrthogonal<double>>(3));  // R: 3 x 3
+    problem.SetManifold(u, new geomopt::CeresManifold<geomopt::Sphere<double>>(N));             // u: N
+    problem.SetManifold(S, new geomopt::CeresManifold<geomopt::SPD<double>>(n));                // S: n x n
+    problem.SetManifold(W, new geomopt::CeresManifold<geomopt::SymmetricMatrix<double>>(n));    // W: n x n, W = W^T
     // Ceres 2.1 (removed in 2.2): the older interface, same numbers (here on a problem of its own)
     // snippet-end: one_line
 #ifdef GEOMOPT_HAS_CERES_LOCAL_PARAMETERIZATION
@@ -76,8 +76,9 @@ int run() {
 #pragma GCC diagnostic pop
     expect(old_problem.ParameterBlockTangentSize(Y) == N * n - n * (n + 1) / 2, "the LocalParameterization's size");
 #endif
-    expect(problem.ParameterBlockTangentSize(Y) == N * n - n * (n + 1) / 2 && problem.ParameterBlockTangentSize(R) == 3 &&
-               problem.ParameterBlockTangentSize(u) == N - 1 && problem.ParameterBlockTangentSize(S) == n * (n + 1) / 2 &&
+    expect(problem.ParameterBlockTangentSize(Y) == N * n - n * (n + 1) / 2 &&
+               problem.ParameterBlockTangentSize(R) == 3 && problem.ParameterBlockTangentSize(u) == N - 1 &&
+               problem.ParameterBlockTangentSize(S) == n * (n + 1) / 2 &&
                problem.ParameterBlockTangentSize(W) == n * (n + 1) / 2,
            "the tangent sizes of the table");
   }

@@ -83,7 +83,8 @@ int run() {
                         .non_finite = geomopt::NonFinitePolicy::skip});   // a NaN or inf gradient skips the step
     auto state = opt.init(model, [](const geomopt::ptree::Path& path) {
       if (path.str() == "layers.0.bias") return geomopt::LeafOptions{.frozen = true};
-      if (path.str() == "basis") return geomopt::LeafOptions{.lr_scale = 0.5, .retraction = geomopt::Retraction::geodesic};
+      if (path.str() == "basis")
+        return geomopt::LeafOptions{.lr_scale = 0.5, .retraction = geomopt::Retraction::geodesic};
       return geomopt::LeafOptions{};
     });
     geomopt::StepReport report = opt.step(model, grads, state);  // report.lr, .grad_norm, .clip_scale, .applied
@@ -92,7 +93,8 @@ int run() {
     expect(report.applied && std::abs(report.lr - 1e-2 / 11) < 1e-15 && report.clip_scale < 1, "the step's report");
     expect(model.layers[0].bias == before.layers[0].bias && model.layers[0].weight != before.layers[0].weight,
            "a frozen leaf is never written");
-    expect(geomopt::check(model.basis) < 1e-12 && geomopt::check(averaged.basis) < 1e-12, "the basis stays on St(8, 2)");
+    expect(geomopt::check(model.basis) < 1e-12 && geomopt::check(averaged.basis) < 1e-12,
+           "the basis and its average are on St(8, 2)");
     grads.layers[0].weight(0, 0) = std::numeric_limits<double>::quiet_NaN();
     const Encoder<double> kept = model;
     report = opt.step(model, grads, state);

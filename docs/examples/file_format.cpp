@@ -58,7 +58,7 @@ int run() {
   {
     // snippet-begin: readme
     geomopt::io::save_checkpoint("epoch3.h5", params, state, {.step = 3, .attributes = {{"lr", 1e-3}}});  // atomic
-    geomopt::io::LoadReport r = geomopt::io::load_checkpoint("epoch3.h5", params, state);  // throws, unchanged, on any mismatch
+    geomopt::io::LoadReport r = geomopt::io::load_checkpoint("epoch3.h5", params, state);  // throws on a mismatch
     // snippet-end: readme
     expect(r.metadata.step == 3 && std::get<double>(r.metadata.attributes.at("lr")) == 1e-3, "README: metadata");
   }

@@ -13,7 +13,7 @@ namespace docs_optimizers {
 
 // snippet-begin: readme
 template <class T> struct Frame {
-  geomopt::Stiefel<T> Y;                                  // stepped on St(N, n): lifted, Adam in tangent coordinates, retracted
+  geomopt::Stiefel<T> Y;                                  // on St(N, n): lifted, Adam in tangent coordinates, retracted
   Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> W;     // stepped as torch.optim.Adam would
   GEOMOPT_PTREE(Y, W)
 };

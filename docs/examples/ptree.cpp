@@ -131,16 +131,16 @@ int run() {
     Dense<double> a{Eigen::MatrixXd::Ones(4, 3), Eigen::VectorXd::Ones(4)};
     Dense<double> b{Eigen::MatrixXd::Constant(4, 3, 2.0), Eigen::VectorXd::Constant(4, 2.0)};
 
-    pt::for_each([](auto& x, const auto& y) { x += y; }, a, b);        // leaf by leaf, in walk order: a = 3
+    pt::for_each([](auto& x, const auto& y) { x += y; }, a, b);        // leaf by leaf, in walk order: a's entries are 3
     pt::for_each_with_path([](const pt::Path& path, const auto& x) {
       std::cout << path.str() << " " << x.rows() << "x" << x.cols() << "\n";  // "weight 4x3", "bias 4x1"
     }, a);
-    Dense<double> d = pt::map([](const auto& x, const auto& y) { return x - y; }, a, b);  // a new tree: 1
-    pt::map_into([](const auto& x) { return 2 * x; }, d, b);         // in place: d = 2 b = 4
-    double sum = pt::fold([](double acc, const auto& x) { return acc + x.sum(); }, 0.0, d);  // 64
+    Dense<double> d = pt::map([](const auto& x, const auto& y) { return x - y; }, a, b);  // a new tree, entries 1
+    pt::map_into([](const auto& x) { return 2 * x; }, d, b);         // in place: d = 2 b, entries 4
+    double sum = pt::fold([](double acc, const auto& x) { return acc + x.sum(); }, 0.0, d);  // 16 entries of 4: 64
     pt::for_each_storage([](auto& block) { block.setZero(); }, d);   // one storage block at a time
     Eigen::Index n = pt::fold_storage([](Eigen::Index acc, const auto& block) { return acc + block.size(); },
-                                      Eigen::Index{0}, a);             // 16
+                                      Eigen::Index{0}, a);             // 16 numbers
     // snippet-end: walks
     expect(a.weight(0, 0) == 3 && sum == 64 && n == 16 && d.bias.isZero(), "the walks");
 
