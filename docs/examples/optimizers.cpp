@@ -1,0 +1,111 @@
+// The code of docs/optimizers.md and of the README's optimizer lines (the page's per-optimizer examples are regions of
+// examples/optimizers_tour/main.cpp). Every C++ block of those pages is a region of a compiled file
+// (tests/docs/snippet.cmake); docs_examples runs this one (`docs_examples optimizers`): the steps must reduce a
+// least-squares loss, keep the Stiefel leaf on its manifold, and leave frozen leaves alone.
+// snippet-begin: readme
+#include <geomopt/optimizers.hpp>
+
+// snippet-end: readme
+#include <Eigen/Core>
+#include <cstdio>
+
+namespace docs_optimizers {
+
+// snippet-begin: readme
+template <class T> struct Frame {
+  geomopt::Stiefel<T> Y;                                  // on St(N, n): lifted, Adam in tangent coordinates, retracted
+  Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> W;     // stepped as torch.optim.Adam would
+  GEOMOPT_PTREE(Y, W)
+};
+
+// snippet-end: readme
+template <class T>
+struct Dense {
+  Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> weight;
+  Eigen::Matrix<T, Eigen::Dynamic, 1> bias;
+  GEOMOPT_PTREE(weight, bias)
+};
+
+// Paths embed.weight, embed.bias, head.weight, head.bias.
+template <class T>
+struct Net {
+  Dense<T> embed, head;
+  GEOMOPT_PTREE(embed, head)
+};
+
+// The least-squares loss |head.W (embed.W x + embed.b) + head.b - y|^2 / 2 of one sample, and its gradients.
+double loss(const Net<double>& net, const Eigen::VectorXd& x, const Eigen::VectorXd& y, Net<double>& grads) {
+  const Eigen::VectorXd h = net.embed.weight * x + net.embed.bias;
+  const Eigen::VectorXd r = net.head.weight * h + net.head.bias - y;
+  const Eigen::VectorXd dh = net.head.weight.transpose() * r;
+  grads.head.weight = r * h.transpose();
+  grads.head.bias = r;
+  grads.embed.weight = dh * x.transpose();
+  grads.embed.bias = dh;
+  return r.squaredNorm() / 2;
+}
+
+int run() {
+  int failures = 0;
+  auto expect = [&](bool ok, const char* what) {
+    if (!ok) {
+      std::printf("optimizers: FAILED: %s\n", what);
+      ++failures;
+    }
+  };
+
+  {
+    geomopt::Rng rng(1);
+    Frame<double> params{geomopt::Stiefel<double>::random_point(rng, 100, 4), Eigen::MatrixXd::Random(4, 10)};
+    Frame<double> grads{geomopt::Stiefel<double>(Eigen::MatrixXd::Random(100, 4)), Eigen::MatrixXd::Random(4, 10)};
+    // snippet-begin: readme
+    geomopt::Adam adam({.lr = 1e-3}, {.clip_norm = 1.0, .threads = 2});
+    auto state = adam.init(params);
+    adam.step(params, grads, state);                          // grads: a Frame<T> of Euclidean gradients
+    // snippet-end: readme
+    expect(geomopt::check(params.Y) < 1e-12 && state.step_count() == 1 && state.coordinates() == 100 * 4 - 10 + 40,
+           "README: one clipped two-thread Adam step of a tree with a Stiefel leaf");
+  }
+
+  const Eigen::VectorXd x = Eigen::VectorXd::LinSpaced(3, -1, 1), y = Eigen::VectorXd::Constant(2, 0.5);
+  const Net<double> start{{Eigen::MatrixXd::Constant(4, 3, 0.1), Eigen::VectorXd::Zero(4)},
+                          {Eigen::MatrixXd::Constant(2, 4, 0.1), Eigen::VectorXd::Zero(2)}};
+  {
+    Net<double> params = start, grads = start;
+    const double first = loss(params, x, y, grads);
+    // snippet-begin: intro
+    geomopt::Adam adam({.lr = 1e-2});           // the optimizer's settings, then optionally the common ones
+    auto state = adam.init(params);             // state for this tree (or adam.init(params, rule))
+    adam.step(params, grads, state);            // grads: a tree of params' type
+    // snippet-end: intro
+    for (int t = 0; t < 50; ++t) {
+      loss(params, x, y, grads);
+      adam.step(params, grads, state);
+    }
+    expect(loss(params, x, y, grads) < 0.1 * first, "Adam reduces the loss");
+  }
+
+  {
+    Net<double> params = start, grads = start;
+    const double first = loss(params, x, y, grads);
+    geomopt::Adam adam({.lr = 1e-2, .weight_decay = 1e-3});
+    // snippet-begin: leaf_rule
+    auto state = adam.init(params, [](const geomopt::ptree::Path& p) {
+      if (p.str().starts_with("embed.")) return geomopt::LeafOptions{.frozen = true};
+      if (p.str().ends_with(".bias")) return geomopt::LeafOptions{.lr_scale = 0.1, .weight_decay = 0.0};
+      return geomopt::LeafOptions{};
+    });
+    // snippet-end: leaf_rule
+    for (int t = 0; t < 50; ++t) {
+      adam.step(params, grads, state);
+      loss(params, x, y, grads);
+    }
+    expect(params.embed.weight == start.embed.weight && state.leaf_frozen(0) && state.leaf_frozen(1) &&
+               !state.leaf_frozen(2) && state.coordinates() == 2 * 4 + 2,
+           "the rule froze embed.*");
+    expect(loss(params, x, y, grads) < first, "the head alone still learns");
+  }
+  return failures;
+}
+
+}  // namespace docs_optimizers
