@@ -36,12 +36,12 @@ long parse_integer(const std::string& flag, const char* text, long min) {
 
 Arguments parse(int argc, char** argv) {
   Arguments a;
+  // --quick first, so that explicit sizes override it wherever they stand.
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--quick") a.n = 40, a.p = 3;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
-    if (flag == "--quick") {
-      a.n = 60, a.p = 4;
-      continue;
-    }
+    if (flag == "--quick") continue;
     if (flag != "--n" && flag != "--p" && flag != "--method" && flag != "--seed")
       throw std::invalid_argument("unknown argument '" + flag + "'");
     if (i + 1 == argc) throw std::invalid_argument(flag + " needs a value");
@@ -130,6 +130,8 @@ int main(int argc, char** argv) {
                                                ? geomopt::minimize(cost, hessian, Y, options)
                                                : geomopt::minimize(cost, Y, options);
     std::printf("%s\n", summary.BriefReport().c_str());
+    if (summary.num_hessian_evaluations > 0)
+      std::printf("  Hessian-vector products           %d\n", summary.num_hessian_evaluations);
 
     // Per column: the Ritz value against lambda_i, the residual |A y_i - rho_i y_i|, and the angle to v_i (as the
     // chord |y_i -+ v_i|, which keeps its accuracy at small angles where 1 - |y_i . v_i| does not).

@@ -51,12 +51,12 @@ geomopt::SolverMethod method_of(const std::string& name) {
 
 Arguments parse(int argc, char** argv) {
   Arguments a;
+  // --quick first, so that explicit sizes override it wherever they stand.
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--quick") a.n = 4, a.k = 5;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
-    if (flag == "--quick") {
-      a.n = 4, a.k = 5;
-      continue;
-    }
+    if (flag == "--quick") continue;
     if (flag != "--n" && flag != "--k" && flag != "--method" && flag != "--seed")
       throw std::invalid_argument("unknown argument '" + flag + "'");
     if (i + 1 == argc) throw std::invalid_argument(flag + " needs a value");
