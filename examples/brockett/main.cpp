@@ -155,7 +155,7 @@ int main(int argc, char** argv) {
     std::printf("  min |y_i . v_i|                   %.15f\n", min_cosine);
     std::printf("  max angle(y_i, +-v_i)             %.2e\n", angle);
     std::printf("  sin angle(span Y, span V)         %.2e\n", subspace);
-    std::printf("  (f - f*) / (|f*| + 1)              %.2e\n", cost_gap);
+    std::printf("  (f - f*) / (|f*| + 1)             %.2e\n", cost_gap);
     std::printf("  |Y^T Y - I|_F                     %.2e\n\n", defect);
     // An eigenvector is determined to |residual| / gap (Davis-Kahan): the angle bounds leave room for gaps down to
     // 1e-3 |A|_2 at the gradient tolerance.
