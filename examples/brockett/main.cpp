@@ -38,7 +38,10 @@ Arguments parse(int argc, char** argv) {
   Arguments a;
   // --quick first, so that explicit sizes override it wherever they stand.
   for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]) == "--quick") a.n = 40, a.p = 3;
+    if (std::string(argv[i]) == "--quick") {
+      a.n = 40;
+      a.p = 3;
+    }
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--quick") continue;

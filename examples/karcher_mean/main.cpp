@@ -53,7 +53,10 @@ Arguments parse(int argc, char** argv) {
   Arguments a;
   // --quick first, so that explicit sizes override it wherever they stand.
   for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]) == "--quick") a.n = 4, a.k = 5;
+    if (std::string(argv[i]) == "--quick") {
+      a.n = 4;
+      a.k = 5;
+    }
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--quick") continue;

@@ -55,7 +55,12 @@ Arguments parse(int argc, char** argv) {
   Arguments a;
   // --quick first, so that explicit sizes override it wherever they stand.
   for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]) == "--quick") a.d = 2, a.layers = 6, a.steps = 800, a.rollout = 300;
+    if (std::string(argv[i]) == "--quick") {
+      a.d = 2;
+      a.layers = 6;
+      a.steps = 800;
+      a.rollout = 300;
+    }
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--quick") continue;
@@ -272,7 +277,10 @@ Trained train(Model model, const Oscillators& system, const Pairs& train_set, co
   Eigen::Index next = count;
   for (int t = 0; t < args.steps; ++t) {
     for (Eigen::Index b = 0; b < batch; ++b) {
-      if (next == count) std::shuffle(order.begin(), order.end(), rng), next = 0;
+      if (next == count) {  // a new epoch
+        std::shuffle(order.begin(), order.end(), rng);
+        next = 0;
+      }
       bx.col(b) = train_set.x.col(order[static_cast<std::size_t>(next)]);
       by.col(b) = train_set.y.col(order[static_cast<std::size_t>(next++)]);
     }
