@@ -8,9 +8,9 @@
 // (backpropagation through the layers, storage gradients by SymmetricMatrix::pullback, checked against central
 // differences at the start), it is compared with a dense linear map W trained the same way. The report gives the
 // training loss, the one-step test error, the symplecticity defect |J^T Omega J - Omega|_F of each learned map, and
-// the energy drift max_k |H(x_k) - H(x_0)| / H(x_0) of long rollouts: bounded for the symplectic map, growing for the
-// free one. Exits 1 when one of these properties fails, 2 on bad arguments. docs/examples.md shows a run; CTest
-// runs it with --quick.
+// the energy drift max_k |H(x_k) - H(x_0)| / H(x_0) of long rollouts: bounded for the symplectic map; for the free
+// one, whose eigenvalues are off the unit circle, larger late in the rollout and as a rule growing. Exits 1 when one
+// of the checked properties fails, 2 on bad arguments. docs/examples.md shows a run; CTest runs it with --quick.
 //
 // The training pairs carry measurement noise (--noise, default 1e-3): from exact samples of a linear flow, least
 // squares recovers the flow map itself to rounding, and the dense map then drifts too slowly to matter (--noise 0
