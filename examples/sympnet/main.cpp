@@ -138,11 +138,13 @@ double symplecticity_defect(const Matrix& jacobian) {
 }
 
 // The symplectic network: layer l is "up" (q += S_l p) for even l and "low" (p += S_l q) for odd l.
+// snippet-begin: model
 template <class T>
 struct SympNet {
   std::vector<geomopt::SymmetricMatrix<T>> S;
   GEOMOPT_PTREE(S)
 };
+// snippet-end: model
 
 // The unconstrained model it is compared with: x -> W x.
 template <class T>
