@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include <Eigen/Core>
-#include <Eigen/SVD>
+#include <Eigen/Eigenvalues>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -246,11 +246,12 @@ template <class Layer>
 std::vector<double> conditions(const Mlp<Layer>& m) {
   std::vector<double> out;
   for (const Layer& l : m.hidden) {
-    MatF w = weight(l);
-    if (gain(l).size() > 0) w = w * gain(l).asDiagonal();
-    const Eigen::BDCSVD<MatF> svd(w);
-    const auto& s = svd.singularValues();
-    out.push_back(static_cast<double>(s(0) / s(s.size() - 1)));
+    Eigen::MatrixXd w = weight(l).template cast<double>();
+    if (gain(l).size() > 0) w = w * gain(l).template cast<double>().asDiagonal();
+    // The singular values of w are the square roots of the eigenvalues of w^T w (ascending), computed in double.
+    const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(w.transpose() * w, Eigen::EigenvaluesOnly);
+    const auto& e = eig.eigenvalues();
+    out.push_back(std::sqrt(e(e.size() - 1) / e(0)));
   }
   return out;
 }
