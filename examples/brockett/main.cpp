@@ -18,6 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "../common/cli.hpp"
+#include "../common/solver_method.hpp"
+
 namespace {
 
 struct Arguments {
@@ -25,14 +28,6 @@ struct Arguments {
   std::string method = "all";  // L-BFGS and the trust region
   unsigned long seed = 2026;
 };
-
-long parse_integer(const std::string& flag, const char* text, long min) {
-  char* end = nullptr;
-  const long value = std::strtol(text, &end, 10);
-  if (end == text || *end != '\0' || value < min)
-    throw std::invalid_argument(flag + " expects an integer >= " + std::to_string(min) + ", got '" + text + "'");
-  return value;
-}
 
 Arguments parse(int argc, char** argv) {
   Arguments a;
@@ -49,9 +44,9 @@ Arguments parse(int argc, char** argv) {
       throw std::invalid_argument("unknown argument '" + flag + "'");
     if (i + 1 == argc) throw std::invalid_argument(flag + " needs a value");
     const char* value = argv[++i];
-    if (flag == "--n") a.n = parse_integer(flag, value, 2);
-    if (flag == "--p") a.p = parse_integer(flag, value, 1);
-    if (flag == "--seed") a.seed = static_cast<unsigned long>(parse_integer(flag, value, 0));
+    if (flag == "--n") a.n = geomopt::examples::parse_integer(flag, value, 2);
+    if (flag == "--p") a.p = geomopt::examples::parse_integer(flag, value, 1);
+    if (flag == "--seed") a.seed = static_cast<unsigned long>(geomopt::examples::parse_integer(flag, value, 0));
     if (flag == "--method") a.method = value;
   }
   if (a.p >= a.n) throw std::invalid_argument("--p must be below --n (St(N, p) with p < N), got p = " +
@@ -62,12 +57,7 @@ Arguments parse(int argc, char** argv) {
 std::vector<geomopt::SolverMethod> methods_of(const std::string& name) {
   using M = geomopt::SolverMethod;
   if (name == "all") return {M::lbfgs, M::trust_region};
-  if (name == "lbfgs") return {M::lbfgs};
-  if (name == "trust_region") return {M::trust_region};
-  if (name == "cg") return {M::conjugate_gradient};
-  if (name == "gd") return {M::gradient_descent};
-  if (name == "bfgs") return {M::bfgs};
-  throw std::invalid_argument("--method expects lbfgs, trust_region, cg, gd, bfgs or all, got '" + name + "'");
+  return {geomopt::examples::solver_method("--method", name, "all")};
 }
 
 double seconds_since(std::chrono::steady_clock::time_point start) {

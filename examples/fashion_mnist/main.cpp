@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/cli.hpp"
 #include "../nn/idx.hpp"
 #include "../nn/layers.hpp"
 
@@ -333,32 +334,11 @@ std::vector<T> parse_list(const std::string& text, const std::string& flag) {
     if constexpr (std::is_same_v<T, std::string>) {
       out.push_back(item);
     } else {
-      std::size_t used = 0;
-      long long v = 0;
-      try {
-        v = std::stoll(item, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != item.size() || v <= 0) throw std::invalid_argument(flag + ": expected positive integers, got '" + text + "'");
-      out.push_back(static_cast<T>(v));
+      out.push_back(static_cast<T>(geomopt::examples::parse_integer(flag, item.c_str(), 1)));
     }
   }
   if (out.empty()) throw std::invalid_argument(flag + ": expected a comma-separated list, got '" + text + "'");
   return out;
-}
-
-double parse_number(const std::string& text, const std::string& flag, double low) {
-  std::size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || !std::isfinite(v) || v < low)
-    throw std::invalid_argument(flag + ": expected a number >= " + std::to_string(low) + ", got '" + text + "'");
-  return v;
 }
 
 Options parse(int argc, char** argv) {
@@ -369,6 +349,8 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) throw std::invalid_argument(a + ": missing value");
       return argv[++i];
     };
+    auto integer = [&](long min) { return geomopt::examples::parse_integer(a, value().c_str(), min); };
+    auto real = [&](double min) { return geomopt::examples::parse_real(a, value().c_str(), min); };
     if (a == "--help" || a == "-h") usage(0);
     else if (a == "--configs") o.configs = parse_list<std::string>(value(), a);
     else if (a == "--hidden") o.hidden = parse_list<Eigen::Index>(value(), a);
@@ -376,15 +358,15 @@ Options parse(int argc, char** argv) {
       const auto v = parse_list<Eigen::Index>(value(), a);
       if (v.size() != 2 || v[1] > v[0]) throw std::invalid_argument("--attention: expected D,N with N <= D");
       o.attn_dim = v[0], o.attn_proj = v[1];
-    } else if (a == "--epochs") o.epochs = static_cast<int>(parse_number(value(), a, 1));
-    else if (a == "--batch") o.batch = static_cast<Eigen::Index>(parse_number(value(), a, 1));
-    else if (a == "--lr") o.lr = parse_number(value(), a, 0);
-    else if (a == "--stiefel-lr-scale") o.stiefel_lr_scale = parse_number(value(), a, 0);
-    else if (a == "--train-limit") o.train_limit = static_cast<std::int64_t>(parse_number(value(), a, 1));
-    else if (a == "--test-limit") o.test_limit = static_cast<std::int64_t>(parse_number(value(), a, 1));
-    else if (a == "--threads") o.threads = static_cast<int>(parse_number(value(), a, 1));
-    else if (a == "--seed") o.seed = static_cast<std::uint64_t>(parse_number(value(), a, 0));
-    else if (a == "--min-accuracy") o.min_accuracy = parse_number(value(), a, 0);
+    } else if (a == "--epochs") o.epochs = static_cast<int>(integer(1));
+    else if (a == "--batch") o.batch = static_cast<Eigen::Index>(integer(1));
+    else if (a == "--lr") o.lr = real(0);
+    else if (a == "--stiefel-lr-scale") o.stiefel_lr_scale = real(0);
+    else if (a == "--train-limit") o.train_limit = integer(1);
+    else if (a == "--test-limit") o.test_limit = integer(1);
+    else if (a == "--threads") o.threads = static_cast<int>(integer(1));
+    else if (a == "--seed") o.seed = static_cast<std::uint64_t>(integer(0));
+    else if (a == "--min-accuracy") o.min_accuracy = real(0);
     else if (a == "--data") o.data = value();
     else if (a == "--out") o.out = value();
     else if (a == "--resume") o.resume = true;
@@ -393,7 +375,7 @@ Options parse(int argc, char** argv) {
       if (v != "patches" && v != "rows") throw std::invalid_argument("--tokens: expected patches or rows, got '" + v + "'");
       o.patches = v == "patches";
     }
-    else if (a == "--stop-after") o.stop_after = static_cast<int>(parse_number(value(), a, 1));
+    else if (a == "--stop-after") o.stop_after = static_cast<int>(integer(1));
     else throw std::invalid_argument("unknown option '" + a + "' (--help lists them)");
   }
   for (const auto& c : o.configs)

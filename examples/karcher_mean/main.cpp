@@ -21,6 +21,9 @@
 #include <string>
 #include <vector>
 
+#include "../common/cli.hpp"
+#include "../common/solver_method.hpp"
+
 namespace {
 
 using Matrix = Eigen::MatrixXd;
@@ -30,24 +33,6 @@ struct Arguments {
   geomopt::SolverMethod method = geomopt::SolverMethod::lbfgs;
   unsigned long seed = 7;
 };
-
-long parse_integer(const std::string& flag, const char* text, long min) {
-  char* end = nullptr;
-  const long value = std::strtol(text, &end, 10);
-  if (end == text || *end != '\0' || value < min)
-    throw std::invalid_argument(flag + " expects an integer >= " + std::to_string(min) + ", got '" + text + "'");
-  return value;
-}
-
-geomopt::SolverMethod method_of(const std::string& name) {
-  using M = geomopt::SolverMethod;
-  if (name == "lbfgs") return M::lbfgs;
-  if (name == "trust_region") return M::trust_region;
-  if (name == "cg") return M::conjugate_gradient;
-  if (name == "gd") return M::gradient_descent;
-  if (name == "bfgs") return M::bfgs;
-  throw std::invalid_argument("--method expects lbfgs, trust_region, cg, gd or bfgs, got '" + name + "'");
-}
 
 Arguments parse(int argc, char** argv) {
   Arguments a;
@@ -64,10 +49,10 @@ Arguments parse(int argc, char** argv) {
       throw std::invalid_argument("unknown argument '" + flag + "'");
     if (i + 1 == argc) throw std::invalid_argument(flag + " needs a value");
     const char* value = argv[++i];
-    if (flag == "--n") a.n = parse_integer(flag, value, 1);
-    if (flag == "--k") a.k = parse_integer(flag, value, 2);
-    if (flag == "--seed") a.seed = static_cast<unsigned long>(parse_integer(flag, value, 0));
-    if (flag == "--method") a.method = method_of(value);
+    if (flag == "--n") a.n = geomopt::examples::parse_integer(flag, value, 1);
+    if (flag == "--k") a.k = geomopt::examples::parse_integer(flag, value, 2);
+    if (flag == "--seed") a.seed = static_cast<unsigned long>(geomopt::examples::parse_integer(flag, value, 0));
+    if (flag == "--method") a.method = geomopt::examples::solver_method(flag, value);
   }
   return a;
 }

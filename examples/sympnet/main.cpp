@@ -29,6 +29,8 @@
 #include <string>
 #include <vector>
 
+#include "../common/cli.hpp"
+
 namespace {
 
 using Matrix = Eigen::MatrixXd;
@@ -42,14 +44,6 @@ struct Arguments {
   unsigned long seed = 11;
   int rollout = 1000;   // steps of the long rollout
 };
-
-long parse_integer(const std::string& flag, const char* text, long min) {
-  char* end = nullptr;
-  const long value = std::strtol(text, &end, 10);
-  if (end == text || *end != '\0' || value < min)
-    throw std::invalid_argument(flag + " expects an integer >= " + std::to_string(min) + ", got '" + text + "'");
-  return value;
-}
 
 Arguments parse(int argc, char** argv) {
   Arguments a;
@@ -69,17 +63,12 @@ Arguments parse(int argc, char** argv) {
       throw std::invalid_argument("unknown argument '" + flag + "'");
     if (i + 1 == argc) throw std::invalid_argument(flag + " needs a value");
     const char* value = argv[++i];
-    if (flag == "--d") a.d = parse_integer(flag, value, 1);
-    if (flag == "--layers") a.layers = static_cast<int>(parse_integer(flag, value, 1));
-    if (flag == "--steps") a.steps = static_cast<int>(parse_integer(flag, value, 1));
-    if (flag == "--rollout") a.rollout = static_cast<int>(parse_integer(flag, value, 10));
-    if (flag == "--seed") a.seed = static_cast<unsigned long>(parse_integer(flag, value, 0));
-    if (flag == "--noise") {
-      char* end = nullptr;
-      a.noise = std::strtod(value, &end);
-      if (end == value || *end != '\0' || !(a.noise >= 0))
-        throw std::invalid_argument(std::string("--noise expects a number >= 0, got '") + value + "'");
-    }
+    if (flag == "--d") a.d = geomopt::examples::parse_integer(flag, value, 1);
+    if (flag == "--layers") a.layers = static_cast<int>(geomopt::examples::parse_integer(flag, value, 1));
+    if (flag == "--steps") a.steps = static_cast<int>(geomopt::examples::parse_integer(flag, value, 1));
+    if (flag == "--rollout") a.rollout = static_cast<int>(geomopt::examples::parse_integer(flag, value, 10));
+    if (flag == "--seed") a.seed = static_cast<unsigned long>(geomopt::examples::parse_integer(flag, value, 0));
+    if (flag == "--noise") a.noise = geomopt::examples::parse_real(flag, value, 0);
   }
   return a;
 }
