@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -22,8 +23,11 @@ inline long parse_integer(const std::string& flag, const char* text, long min) {
 inline double parse_real(const std::string& flag, const char* text, double min) {
   char* end = nullptr;
   const double value = std::strtod(text, &end);
-  if (end == text || *end != '\0' || !std::isfinite(value) || !(value >= min))
-    throw std::invalid_argument(flag + " expects a number >= " + std::to_string(min) + ", got '" + text + "'");
+  if (end == text || *end != '\0' || !std::isfinite(value) || !(value >= min)) {
+    char bound[32];
+    std::snprintf(bound, sizeof bound, "%g", min);
+    throw std::invalid_argument(flag + " expects a number >= " + bound + ", got '" + text + "'");
+  }
   return value;
 }
 
