@@ -1,8 +1,8 @@
 // GlobalSection: lambda(Y) = [Y, Y_perp], an N x N orthogonal matrix whose first n columns are the Stiefel point Y.
 //
-// Built deterministically from Y by a Householder QR factorisation, Y = Q R (no random numbers): with D the diagonal
-// of signs of R (ones past n), lambda = Q D, so lambda [I; 0] = Q_n D_n = Y exactly when Y has orthonormal columns (then
-// R = D_n), and lambda is orthogonal whatever Y is.
+// Built deterministically from Y by a Householder QR factorisation, Y = Q R (no random numbers), lambda = Q. The
+// reflectors below leave R's diagonal nonnegative, so lambda [I; 0] = Q_n = Y exactly when Y has orthonormal columns
+// (then R = I), and lambda is orthogonal whatever Y is.
 //
 // Each reflector maps its column onto +|x| e_k (Golub and Van Loan, Algorithm 5.1.1, with the cancellation-free form
 // of v_1 for x_1 > 0), not onto -sign(x_1) |x| e_k as LAPACK's and Eigen's do. With the usual choice the complement
@@ -83,7 +83,7 @@ class GlobalSection {
 
   SectionPolicy policy() const noexcept { return policy_; }
   Eigen::Index N() const noexcept { return rows_; }
-  Eigen::Index n() const noexcept { return signs_.size(); }
+  Eigen::Index n() const noexcept { return cols_; }
 
   /// lambda * x for an N x m matrix x.
   template <class Derived>
@@ -101,7 +101,6 @@ class GlobalSection {
     Matrix out = x.template cast<T>();
     if (n() == 0) return out;
     out.applyOnTheLeft(reflectors().transpose());
-    out.topRows(n()).array().colwise() *= signs_.array();
     return out;
   }
 
@@ -149,7 +148,7 @@ class GlobalSection {
   void factor(const Matrix& y) {
     rows_ = y.rows();
     const Eigen::Index n = y.cols();
-    signs_.resize(n);
+    cols_ = n;
     if (n == 0) return;  // lambda = I, with no reflector
     qr_ = y;
     tau_.resize(n);
@@ -161,7 +160,6 @@ class GlobalSection {
       if (k + 1 < n)
         qr_.bottomRightCorner(rest, n - k - 1)
             .applyHouseholderOnTheLeft(qr_.col(k).tail(rest - 1), tau_(k), workspace.data());
-      signs_[k] = qr_(k, k) < T(0) ? T(-1) : T(1);
     }
   }
 
@@ -169,7 +167,6 @@ class GlobalSection {
 
   Matrix householder_apply(Matrix out) const {
     if (n() == 0) return out;
-    out.topRows(n()).array().colwise() *= signs_.array();
     out.applyOnTheLeft(reflectors());
     return out;
   }
@@ -181,10 +178,9 @@ class GlobalSection {
   }
 
   SectionPolicy policy_ = SectionPolicy::recomputed;
-  Eigen::Index rows_ = 0;
+  Eigen::Index rows_ = 0, cols_ = 0;
   Matrix qr_;   // recomputed: R and the reflectors' essential parts
   Vector tau_;  // recomputed: the reflectors' coefficients
-  Vector signs_;
   Matrix dense_;
 };
 

@@ -274,7 +274,6 @@ class StiefelFamilyStepper final : public ManifoldStepper<T> {
     if (policy == SectionPolicy::recomputed) {
       qr_y_.resize(N, n);
       tau_y_.resize(n);
-      sign_y_.resize(n);
     } else {
       lambda_ = GlobalSection<T>(stepping::ConstMatrixMap<T>(y0, N, n), SectionPolicy::transported).dense();
       q_.resize(rest_, k_);
@@ -295,7 +294,6 @@ class StiefelFamilyStepper final : public ManifoldStepper<T> {
       factor_point(y);
       z_ = gm;
       stepping::apply_q(z_, qr_y_, tau_y_.data(), n_, true);
-      z_.topRows(n_).array().colwise() *= sign_y_.array();
     }
     // A = Z1 - Z1^T packed (its strict lower triangle row by row, the SkewSymMatrix order), then B = Z2.
     Eigen::Index c = 0;
@@ -337,14 +335,13 @@ class StiefelFamilyStepper final : public ManifoldStepper<T> {
     core_.apply(s_, r, f_);
 
     if (policy_ == SectionPolicy::recomputed) {
-      // y = lambda [F11; q F21], with q F21 = Q_B [F21; 0] and lambda = Q_Y D: O(N n^2) by reflectors.
+      // y = lambda [F11; q F21], with q F21 = Q_B [F21; 0] and lambda = Q_Y: O(N n^2) by reflectors.
       ym.topRows(n_) = f_.topLeftCorner(n_, n_);
       if (rest_ > 0) {
         ym.middleRows(n_, k_) = f_.bottomLeftCorner(k_, n_);
         ym.bottomRows(rest_ - k_).setZero();
         stepping::apply_q(ym.bottomRows(rest_), b_, tau_b_.data(), k_, false);
       }
-      ym.topRows(n_).array().colwise() *= sign_y_.array();
       stepping::apply_q(ym, qr_y_, tau_y_.data(), n_, false);
       factored_ = false;
       return;
@@ -380,7 +377,7 @@ class StiefelFamilyStepper final : public ManifoldStepper<T> {
   std::size_t workspace_bytes() const noexcept override {
     using stepping::bytes_of;
     return bytes_of(z_) + bytes_of(b_) + bytes_of(tau_b_) + bytes_of(s_) + bytes_of(f_) + bytes_of(qr_y_) +
-           bytes_of(tau_y_) + bytes_of(sign_y_) + bytes_of(q_) + bytes_of(lw_) + bytes_of(h_) + bytes_of(fm_) +
+           bytes_of(tau_y_) + bytes_of(q_) + bytes_of(lw_) + bytes_of(h_) + bytes_of(fm_) +
            core_.bytes();
   }
 
@@ -410,11 +407,11 @@ class StiefelFamilyStepper final : public ManifoldStepper<T> {
     return n;
   }
 
-  // The recomputed section at y: the Householder QR of y and the signs of R's diagonal (lambda = Q D).
+  // The recomputed section at y: the Householder QR of y by the section's reflectors (lambda = Q; R's diagonal is
+  // nonnegative, see detail::section_reflector).
   void factor_point(const T* y) {
     qr_y_ = stepping::ConstMatrixMap<T>(y, N_, n_);
     stepping::householder_qr(qr_y_, tau_y_.data(), stepping::Reflector::section);
-    for (Eigen::Index i = 0; i < n_; ++i) sign_y_[i] = qr_y_(i, i) < T(0) ? T(-1) : T(1);
     factored_ = true;
   }
 
@@ -428,7 +425,7 @@ class StiefelFamilyStepper final : public ManifoldStepper<T> {
   Vector tau_b_;
   Matrix s_, f_;           // the core and its function
   Matrix qr_y_;            // recomputed: the Householder QR of y
-  Vector tau_y_, sign_y_;
+  Vector tau_y_;
   Matrix lambda_;          // transported: the dense section
   Matrix q_, lw_, h_, fm_;  // transported: q, lambda W, (lambda W)(F - I), F - I
 };
