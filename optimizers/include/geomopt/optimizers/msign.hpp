@@ -13,11 +13,13 @@
 //                  with Muon's coefficients (3.4445, -4.7750, 2.0315) the values do not converge to 1 but are pushed
 //                  into a band around it (msign_band gives the band for any options). polish_steps cubic steps
 //                  X <- 1.5 X - 0.5 (X X^T) X after them converge the band to 1 quadratically.
-//   svd            Eigen's BDCSVD in T; singular values below max(rows, cols) eps(T) s_max count as zero.
+//   svd            Eigen's BDCSVD in T; singular values below sqrt(max(rows, cols)) eps(T) s_max (the size of
+//                  T's rounding in an exactly rank-deficient M: 3.8e-6 s_max for float at 1024 rows) count as zero.
 //   gram           the eigendecomposition of the smaller Gram matrix M^T M (or M M^T), formed and solved in
 //                  double: msign(M) = M V diag(1 / s) V^T. Exact to about eps(double) cond(M)^2 relative, so for
 //                  float input it is as accurate as the SVD up to cond(M) ~ 1e4, and it is the fastest exact method
-//                  for a tall matrix (one N n^2 product each way).
+//                  for a tall matrix (one N n^2 product each way). Singular values below sqrt(4 k eps(double)) s_max
+//                  (k = min(rows, cols); 3e-7 s_max for k = 100) count as zero: the Gram matrix cannot resolve them.
 // Invariants: the result depends on M's values only (not on the workspace's history); newton_schulz allocates
 // nothing when given a workspace sized for M (it tiles its products through detail::stepping::product); svd and gram
 // allocate Eigen's decomposition buffers.
@@ -66,7 +68,7 @@ struct MsignOptions {
   }
 };
 
-/// The interval [lo, hi] that Newton-Schulz maps every singular value s of M with s >= s_min |M|_F into (the
+/// The interval [lo, hi] that Newton-Schulz maps every singular value s of M with s >= s_min (|M|_F + eps) into (the
 /// quintic and cubic steps of `o` composed on the scalar, sampled on a logarithmic grid of [s_min, 1] fine enough
 /// that the polynomials' slopes cannot hide an extremum between samples). Muon's options give about [0.47, 1.20]
 /// for s_min = 1e-3 (5 quintic steps lift 1e-3 by 3.4445^5 ~ 490 at most); with polish_steps = 6, 1 to rounding.
@@ -139,6 +141,7 @@ void newton_schulz(M& m, const MsignOptions& o, Eigen::Matrix<T, -1, -1>& other,
   const bool tall = rows > cols;
   double norm2 = 0;
   for (Eigen::Index j = 0; j < cols; ++j) norm2 += m.col(j).template cast<double>().squaredNorm();
+  if (norm2 == 0) return;  // msign(0) = 0, with eps = 0 too
   const T scale = static_cast<T>(1.0 / (std::sqrt(norm2) + o.eps));
   if (!std::isfinite(static_cast<double>(scale)) || !std::isfinite(norm2)) {
     m.setConstant(std::numeric_limits<T>::quiet_NaN());
@@ -187,7 +190,7 @@ void msign_svd(M& m) {
     m.setConstant(std::numeric_limits<T>::quiet_NaN());
     return;
   }
-  const T tol = static_cast<T>(std::max(m.rows(), m.cols())) * std::numeric_limits<T>::epsilon() * s(0);
+  const T tol = std::sqrt(static_cast<T>(std::max(m.rows(), m.cols()))) * std::numeric_limits<T>::epsilon() * s(0);
   Eigen::Index r = 0;
   while (r < s.size() && s(r) > tol) ++r;
   m.noalias() = svd.matrixU().leftCols(r) * svd.matrixV().leftCols(r).transpose();
@@ -207,9 +210,13 @@ void msign_gram(M& m) {
   Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(gram);
   const Eigen::VectorXd& lambda = eig.eigenvalues();  // ascending
   const double top = std::max(lambda(lambda.size() - 1), 0.0);
-  // s_i > max(rows, cols) eps(T) s_max, the SVD method's rank rule, on s = sqrt(lambda).
-  const double rel = static_cast<double>(std::max(m.rows(), m.cols())) * std::numeric_limits<T>::epsilon();
-  const double floor = rel * rel * top;
+  // s_i > sqrt(max(rows, cols)) eps(T) s_max, the SVD method's rank rule, on s = sqrt(lambda).
+  // Or below what the Gram matrix resolves: its eigenvalues carry errors of about k eps(double) lambda_max, so a
+  // smaller one says nothing about s_i but that it is below sqrt(k eps(double)) s_max.
+  const double rel =
+      std::sqrt(static_cast<double>(std::max(m.rows(), m.cols()))) * std::numeric_limits<T>::epsilon();
+  const double floor =
+      std::max(rel * rel, 4.0 * static_cast<double>(lambda.size()) * std::numeric_limits<double>::epsilon()) * top;
   Eigen::VectorXd inv(lambda.size());
   for (Eigen::Index i = 0; i < lambda.size(); ++i) inv(i) = lambda(i) > floor && top > 0 ? 1 / std::sqrt(lambda(i)) : 0;
   const Eigen::MatrixXd& v = eig.eigenvectors();
@@ -233,6 +240,10 @@ void msign_inplace(const Eigen::MatrixBase<Derived>& m_, const MsignOptions& o,
                 "msign: the matrix must be column-major");
   o.validate();
   auto& m = const_cast<Eigen::MatrixBase<Derived>&>(m_).derived();
+  if (!m.allFinite()) {  // no method's arithmetic is defined on it; the NaNs say so downstream
+    m.setConstant(std::numeric_limits<T>::quiet_NaN());
+    return;
+  }
   switch (o.method) {
     case MsignMethod::newton_schulz:
       ws.reserve(m.rows(), m.cols());

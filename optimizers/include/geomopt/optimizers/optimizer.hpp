@@ -119,7 +119,20 @@ inline std::vector<std::vector<WorkItem>> make_plan(const std::vector<Unit>& uni
   return plan;
 }
 
+// The extra units of a plain step: none.
+struct NoExtraUnits {
+  template <class Tree, class Ema>
+  void collect(const Tree&, const Tree&, const Ema*) const noexcept {}
+  double squared_norm() const noexcept { return 0; }
+  std::size_t first_non_finite() const noexcept { return static_cast<std::size_t>(-1); }
+  template <class T>
+  void run(int, std::int64_t, double, T, T) const noexcept {}
+};
+
 }  // namespace detail
+
+template <class Fallback, bool kManifold>
+class BasicMuon;
 
 template <class Kernel>
 class Optimizer {
@@ -239,6 +252,21 @@ class Optimizer {
   /// false); with raise it throws NonFiniteGradient, also before anything is written.
   template <class Tree>
   StepReport step(Tree& params, const Tree& grads, OptimizerState<Tree>& st) {
+    detail::NoExtraUnits none;
+    return step_with(params, grads, st, none);
+  }
+
+ private:
+  template <class F, bool M>
+  friend class BasicMuon;
+
+  // The step, with `extra` stepping the leaves this kernel does not (frozen in st; Muon's matrices): its
+  // collect(params, grads, ema) runs after st's leaves are found, squared_norm() and first_non_finite() join the
+  // prepass, and run(member, t, factor, gscale, decay) steps its share of them on each member's thread, after that
+  // member's units. So clipping, the non-finite policy, the schedule and the EMA cover both, and one pool dispatch
+  // steps the whole tree.
+  template <class Tree, class Extra>
+  StepReport step_with(Tree& params, const Tree& grads, OptimizerState<Tree>& st, Extra& extra) {
     using T = ptree::scalar_t<Tree>;
     if (st.optimizer_ != Kernel::kName)
       throw std::invalid_argument(std::string(Kernel::kName) + "::step: the state was made by " + st.optimizer_ +
@@ -248,17 +276,19 @@ class Optimizer {
                                   std::to_string(st.threads_) + " threads, this optimizer has " +
                                   std::to_string(common_.threads));
     collect(params, grads, st);
+    extra.collect(params, grads, st.ema());
 
     StepReport report;
     const std::int64_t t = st.step_ + 1;
-    report.lr = options_.lr * (common_.schedule ? common_.schedule(t - 1) : 1.0);
+    const double factor = common_.schedule ? common_.schedule(t - 1) : 1.0;
+    report.lr = options_.lr * factor;
     report.step = st.step_;
 
     T gscale = T(1);
     if (common_.clip_norm > 0 || common_.non_finite != NonFinitePolicy::propagate) {
-      const double squared = squared_norm(st);
+      const double squared = squared_norm(st) + extra.squared_norm();
       if (!std::isfinite(squared) && common_.non_finite != NonFinitePolicy::propagate) {
-        const std::size_t leaf = first_non_finite(st);
+        const std::size_t leaf = std::min(first_non_finite(st), extra.first_non_finite());
         if (leaf < st.leaves_.size()) {
           std::fill(st.lifted_.begin(), st.lifted_.end(), 0);
           if (common_.non_finite == NonFinitePolicy::raise)
@@ -278,6 +308,7 @@ class Optimizer {
     auto member_step = [&](int member) {
       for (const detail::WorkItem& w : st.plan_[static_cast<std::size_t>(member)])
         step_item(st, w, t, report.lr, gscale, decay);
+      extra.run(member, t, factor, gscale, decay);
     };
     run(member_step);
     st.step_ = t;
@@ -286,7 +317,6 @@ class Optimizer {
     return report;
   }
 
- private:
   double default_weight_decay() const {
     if constexpr (requires { options_.weight_decay; }) {
       return options_.weight_decay;

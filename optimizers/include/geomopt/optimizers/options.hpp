@@ -24,6 +24,10 @@ struct LeafOptions {
   std::optional<double> weight_decay{};     ///< replaces the optimizer's weight_decay for this leaf
   bool frozen = false;                      ///< no state, never written
   std::optional<Retraction> retraction{};   ///< manifold leaves: replaces CommonOptions::retraction
+  /// Muon and ManifoldMuon: true steps the leaf by the orthogonalized update, false hands it to the fallback
+  /// optimizer; unset means true for every Euclidean leaf stored as one matrix of at least 2 x 2 (and, for
+  /// ManifoldMuon, every Stiefel leaf). Other optimizers ignore it, so one rule serves several optimizers.
+  std::optional<bool> muon{};
 };
 
 /// A rule giving each trainable leaf its options: (const ptree::Path&) -> LeafOptions.

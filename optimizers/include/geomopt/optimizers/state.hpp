@@ -30,6 +30,8 @@ namespace geomopt {
 
 template <class Kernel>
 class Optimizer;
+template <class Tree>
+class MuonState;
 
 namespace detail {
 
@@ -138,6 +140,8 @@ class OptimizerState {
  private:
   template <class Kernel>
   friend class Optimizer;
+  template <class T>
+  friend class MuonState;
 
   template <class Self, class F>
   static void visit_slots(Self& self, F& f) {

@@ -1,0 +1,932 @@
+// Muon and ManifoldMuon: steepest descent under the spectral norm for matrix leaves, with every other leaf of the
+// tree stepped by a fallback optimizer (AdamW by default) in the same call.
+//
+//   geomopt::Muon muon({.lr = 0.02, .momentum = 0.95, .fallback = {.lr = 3e-4}});
+//   auto state = muon.init(params);          // or muon.init(params, rule): LeafOptions::muon picks leaves
+//   muon.step(params, grads, state);
+//
+// Muon, per matrix leaf P (rows x cols as stored) with gradient G:
+//   B <- momentum B + (1 - momentum) G                       (B starts at 0; torch.optim.Muon's lerp)
+//   U <- nesterov ? (1 - momentum) G + momentum B : B
+//   P <- (1 - lr weight_decay) P - lr scale(rows, cols) msign(U)
+// with msign by Newton-Schulz (msign.hpp) and scale sqrt(max(1, rows / cols)) as published (MuonScale). Its state is
+// the momentum B only.
+//
+// ManifoldMuon steps Stiefel leaves (W^T W = I, N x n) by the solution of
+//   max tr(U^T A)  subject to  |A|_2 <= 1,  W^T A + A^T W = 0
+// (spectral-norm steepest ascent in the tangent space; U the momentum as above), then W <- R_W(-lr A) by the polar
+// retraction msign(W - lr A) (or the library's Cayley or geodesic retraction). The solution is A = msign(U + W X)
+// for the symmetric multiplier X that makes W^T A skew; stiefel_muon_direction finds X in n x n arithmetic only
+// (the Gram matrix of U + W X is U^T U + K^T X + X K + X^2 with K = W^T U), by the fixed-point iteration (default)
+// or by dual descent on |U + W X|_* (docs/optimizers.md has the derivation, docs/design.md the measurements that
+// chose the default). Its Euclidean matrix leaves take Muon's step, every other leaf the fallback's.
+//
+// Invariants: a step reads every gradient before writing (clipping, the non-finite policy, the schedule and the EMA
+// of CommonOptions cover Muon's leaves and the fallback's alike); Muon's Newton-Schulz step allocates nothing;
+// stepping a tree that does not match the state throws before anything is written.
+#pragma once
+
+#include <Eigen/Core>
+#include <Eigen/Eigenvalues>
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "geomopt/manifolds.hpp"
+#include "geomopt/optimizers/detail/stiefel_stepper.hpp"
+#include "geomopt/optimizers/kernels.hpp"
+#include "geomopt/optimizers/msign.hpp"
+#include "geomopt/optimizers/optimizer.hpp"
+#include "geomopt/optimizers/options.hpp"
+#include "geomopt/optimizers/state.hpp"
+#include "geomopt/ptree.hpp"
+
+namespace geomopt {
+
+/// How Muon scales a leaf's orthogonalized update by its stored shape rows x cols.
+enum class MuonScale {
+  original,         ///< sqrt(max(1, rows / cols)): Keller Jordan's Muon, torch.optim.Muon's default
+  match_rms_adamw,  ///< 0.2 sqrt(max(rows, cols)): the update's RMS matches AdamW's typical 0.2 (Moonlight)
+  none,             ///< 1
+};
+
+/// How stiefel_muon_direction finds the multiplier.
+enum class StiefelMuonMethod {
+  fixed_point,  ///< X <- the solution of the Lyapunov equation that makes W^T msign(U + W X) skew at the current
+                ///< Gram matrix (Su's fixed point, solved in the Gram eigenbasis)
+  dual_ascent,  ///< gradient steps on the dual |U + W X|_* with a backtracking line search (Bernstein's dual)
+};
+
+/// How ManifoldMuon returns a Stiefel leaf to the manifold after its step.
+enum class StiefelMuonRetraction {
+  polar,     ///< W <- msign(W - lr A), by the Gram eigendecomposition in double
+  cayley,    ///< the library's Cayley retraction of -lr A (StiefelFamilyStepper)
+  geodesic,  ///< the library's exponential map of -lr A
+};
+
+struct StiefelMuonOptions {
+  StiefelMuonMethod method = StiefelMuonMethod::fixed_point;
+  /// Stop when |W^T A + A^T W|_F <= tolerance.
+  double tolerance = 1e-6;
+  int max_iterations = 50;
+  /// Smoothing mu of the dual, relative to |U|_2 (0: none): the singular values s of Z enter as sqrt(s^2 + mu^2).
+  double smoothing = 0;
+  /// fixed_point: Anderson acceleration over this many past iterates (0: the plain iteration), at most 16.
+  int acceleration = 8;
+
+  void validate() const {
+    if (!(tolerance > 0))
+      throw std::invalid_argument("StiefelMuonOptions: tolerance must be > 0, got " + std::to_string(tolerance));
+    if (acceleration < 0 || acceleration > 16)
+      throw std::invalid_argument("StiefelMuonOptions: acceleration must be in [0, 16], got " +
+                                  std::to_string(acceleration));
+    if (!(smoothing >= 0 && smoothing < 1))
+      throw std::invalid_argument("StiefelMuonOptions: smoothing must be in [0, 1), got " + std::to_string(smoothing));
+    if (max_iterations < 1 || max_iterations > 100000)
+      throw std::invalid_argument("StiefelMuonOptions: max_iterations must be in [1, 100000], got " +
+                                  std::to_string(max_iterations));
+  }
+};
+
+/// What stiefel_muon_direction did.
+struct StiefelMuonReport {
+  int iterations = 0;   ///< multiplier updates
+  bool converged = false;
+  double residual = 0;  ///< |W^T A + A^T W|_F at the end
+  double dual = 0;      ///< |U + W X|_* at the final multiplier: an upper bound on max tr(U^T A)
+  double primal = 0;    ///< tr(U^T A) of the returned A: a lower bound; dual - primal is the duality gap
+  /// Not converged: the last iterate was projected on the tangent space and scaled to unit spectral norm, which
+  /// makes it feasible (tangent, |A|_2 = 1) but leaves the gap dual - primal.
+  bool projected = false;
+};
+
+/// Muon's settings. The first five are torch.optim.Muon's names; `fallback` holds the options of the optimizer that
+/// steps every other leaf (its lr is its own: Muon's lr is in spectral units, AdamW's per entry).
+template <class Fallback = AdamWKernel>
+struct MuonOptions {
+  double lr = 0.02;
+  double momentum = 0.95;
+  bool nesterov = true;
+  int ns_steps = 5;
+  /// Decoupled: P <- (1 - lr weight_decay) P before the update, on Euclidean Muon leaves (LeafOptions overrides).
+  double weight_decay = 0;
+  std::array<double, 3> ns_coefficients{3.4445, -4.7750, 2.0315};
+  double ns_eps = 1e-7;
+  /// newton_schulz as published; svd or gram orthogonalize exactly (and allocate).
+  MsignMethod msign = MsignMethod::newton_schulz;
+  MuonScale scale = MuonScale::original;
+  /// ManifoldMuon: the direction's solver and the retraction of Stiefel leaves.
+  StiefelMuonOptions stiefel{};
+  StiefelMuonRetraction retraction = StiefelMuonRetraction::polar;
+  typename Fallback::Options fallback{};
+
+  MsignOptions msign_options() const {
+    MsignOptions o;
+    o.method = msign;
+    o.steps = ns_steps;
+    o.coefficients = ns_coefficients;
+    o.eps = ns_eps;
+    return o;
+  }
+
+  void validate() const {
+    auto fail = [](const char* what, double v) {
+      throw std::invalid_argument(std::string("Muon: ") + what + ", got " + std::to_string(v));
+    };
+    if (!(lr >= 0)) fail("lr must be >= 0", lr);
+    if (!(momentum >= 0 && momentum < 1)) fail("momentum must be in [0, 1)", momentum);
+    if (!(weight_decay >= 0)) fail("weight_decay must be >= 0", weight_decay);
+    msign_options().validate();
+    stiefel.validate();
+    fallback.validate();
+  }
+};
+
+namespace detail {
+
+template <class T>
+using MuonMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
+
+// The n x n arithmetic of the direction: the Gram matrix of Z = U + W X, its eigendecomposition, and the multiplier
+// update, all in double.
+class StiefelMuonCore {
+ public:
+  explicit StiefelMuonCore(Eigen::Index n)
+      : k_(n, n), s0_(n, n), x_(n, n), m_(n, n), gram_(n, n), p_(n, n), r_(n, n), h_(n, n), try_(n, n), d_(n),
+        inv_(n), eig_(n) {}
+
+  // K = W^T U and S0 = U^T U given; X <- the solution's multiplier; p() = (Z^T Z)^{-1/2}, xp() = X p().
+  // warm: start from x() as the caller left it, rather than from -sym(K).
+  StiefelMuonReport solve(const StiefelMuonOptions& o, std::vector<double>* duals, bool warm) {
+    StiefelMuonReport rep;
+    const Eigen::Index n = k_.rows();
+    if (n == 0) {
+      rep.converged = true;
+      return rep;
+    }
+    if (!warm) x_ = -0.5 * (k_ + k_.transpose());  // Z = U - W sym(W^T U): the tangent projection of U
+    mu2_ = 0;
+    if (o.smoothing > 0) {
+      eig_.compute(s0_, Eigen::EigenvaluesOnly);
+      mu2_ = o.smoothing * o.smoothing * std::max(eig_.eigenvalues()(n - 1), 0.0);
+    }
+    double alpha = -1;
+    history_ = 0;
+    best_ = std::numeric_limits<double>::infinity();
+    for (int it = 0;; ++it) {
+      rep.dual = decompose(x_, true);
+      if (duals != nullptr) duals->push_back(rep.dual);
+      r_.noalias() = (k_ + x_) * p_;  // W^T A
+      rep.residual = (r_ + r_.transpose()).norm();
+      rep.iterations = it;
+      if (!std::isfinite(rep.residual)) return rep;
+      if (rep.residual <= o.tolerance) {
+        rep.converged = true;
+        break;
+      }
+      if (it == o.max_iterations) break;
+      if (o.method == StiefelMuonMethod::fixed_point) {
+        // S X_s + X_s S = K_sk S - S K_sk with S = Q diag(d) Q^T: in the eigenbasis X_s'_ij = K_sk'_ij (d_j - d_i) /
+        // (d_i + d_j). Then X = X_s - sym(K).
+        h_.noalias() = 0.5 * (k_ - k_.transpose()) * eig_.eigenvectors();
+        m_.noalias() = eig_.eigenvectors().transpose() * h_;
+        for (Eigen::Index j = 0; j < n; ++j)
+          for (Eigen::Index i = 0; i < n; ++i) {
+            const double den = d_(i) + d_(j);
+            m_(i, j) = den > 0 ? m_(i, j) * (d_(j) - d_(i)) / den : 0.0;
+          }
+        h_.noalias() = eig_.eigenvectors() * m_;
+        try_.noalias() = h_ * eig_.eigenvectors().transpose();
+        try_ -= 0.5 * (k_ + k_.transpose());
+        m_ = 0.5 * (try_ + try_.transpose());  // g(X), the map's value
+        if (o.acceleration > 0) {
+          anderson(o.acceleration, rep.residual);
+        } else {
+          x_ = m_;
+        }
+      } else {
+        // The dual's gradient in X is sym(W^T msign(Z)); Armijo backtracking keeps every step a decrease.
+        h_ = 0.5 * (r_ + r_.transpose());
+        const double g2 = h_.squaredNorm();
+        if (alpha < 0) alpha = rep.dual / static_cast<double>(n);  // the mean singular value of Z
+        bool moved = false;
+        for (int halving = 0; halving < 60; ++halving) {
+          try_ = x_ - alpha * h_;
+          const double trial = decompose(try_, false);
+          if (trial <= rep.dual - 1e-4 * alpha * g2) {
+            x_ = try_;
+            alpha *= 1.5;
+            moved = true;
+            break;
+          }
+          alpha *= 0.5;
+        }
+        if (!moved) break;  // no decrease at any step: the dual is at its minimum to rounding
+      }
+    }
+    return rep;
+  }
+
+  // Anderson mixing of the fixed-point map X -> g(X) (g in m_): X <- g - dG gamma with gamma the least-squares
+  // fit of the residual f = g - X by the last `depth` residual differences dF. The history restarts when the
+  // tangency residual grows tenfold past the best one seen, from the best X.
+  void anderson(int depth, double residual) {
+    const Eigen::Index nn = x_.size();
+    if (df_.cols() != depth || df_.rows() != nn) {
+      df_.resize(nn, depth);
+      dg_.resize(nn, depth);
+      prev_f_.resize(nn);
+      prev_g_.resize(nn);
+    }
+    if (residual < best_) {
+      best_ = residual;
+      best_x_ = x_;
+    } else if (residual > 10 * best_) {
+      x_ = best_x_;
+      history_ = 0;
+      return;
+    }
+    const Eigen::Map<const Eigen::VectorXd> g(m_.data(), nn), x(x_.data(), nn);
+    if (history_ > 0) {
+      const int slot = (history_ - 1) % depth;
+      df_.col(slot) = (g - x) - prev_f_;
+      dg_.col(slot) = g - prev_g_;
+    }
+    prev_f_ = g - x;
+    prev_g_ = g;
+    const int used = std::min(history_, depth);
+    ++history_;
+    if (used == 0) {
+      x_ = m_;
+      return;
+    }
+    Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, 0, 16, 16> normal =
+        df_.leftCols(used).transpose() * df_.leftCols(used);
+    Eigen::Matrix<double, Eigen::Dynamic, 1, 0, 16, 1> rhs = df_.leftCols(used).transpose() * prev_f_;
+    normal.diagonal().array() += 1e-12 * normal.trace() + 1e-300;
+    const Eigen::Matrix<double, Eigen::Dynamic, 1, 0, 16, 1> gamma = normal.ldlt().solve(rhs);
+    Eigen::Map<Eigen::VectorXd>(x_.data(), nn) = g - dg_.leftCols(used) * gamma;
+    x_ = 0.5 * (x_ + x_.transpose()).eval();
+  }
+
+  Eigen::MatrixXd& k() noexcept { return k_; }
+  Eigen::MatrixXd& s0() noexcept { return s0_; }
+  Eigen::MatrixXd& x() noexcept { return x_; }
+  const Eigen::MatrixXd& p() const noexcept { return p_; }
+  /// The largest singular value of Z's smoothed Gram root, sqrt(s_max^2 + mu^2), and mu^2.
+  double top() const noexcept { return d_.size() > 0 ? d_.maxCoeff() : 0.0; }
+  double mu2() const noexcept { return mu2_; }
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd>& eigensolver() noexcept { return eig_; }
+  std::size_t bytes() const noexcept { return static_cast<std::size_t>(11 * k_.size()) * sizeof(double); }
+
+ private:
+  // The Gram matrix of U + W X and its eigendecomposition; returns the nuclear norm sum(d). With `full`, also p_.
+  double decompose(const Eigen::MatrixXd& x, bool full) {
+    const Eigen::Index n = x.rows();
+    m_.noalias() = x * k_;
+    gram_ = s0_ + m_ + m_.transpose();
+    gram_.noalias() += x * x;
+    eig_.compute(gram_, full ? Eigen::ComputeEigenvectors : Eigen::EigenvaluesOnly);
+    const auto& lambda = eig_.eigenvalues();
+    const double top = std::max(lambda(n - 1), 0.0) + mu2_;
+    // Eigenvalues within the Gram matrix's rounding (n eps lambda_max) of zero are zero: Z's singular values below
+    // sqrt(4 n eps) s_max (3e-7 s_max at n = 100) count as zero.
+    const double floor = 4.0 * static_cast<double>(n) * std::numeric_limits<double>::epsilon() * top;
+    double nuclear = 0;
+    for (Eigen::Index i = 0; i < n; ++i) {
+      d_(i) = lambda(i) + mu2_ > floor && top > 0 ? std::sqrt(lambda(i) + mu2_) : 0.0;
+      inv_(i) = d_(i) > 0 ? 1 / d_(i) : 0.0;
+      nuclear += d_(i);
+    }
+    if (full) {
+      h_.noalias() = eig_.eigenvectors() * inv_.asDiagonal();
+      p_.noalias() = h_ * eig_.eigenvectors().transpose();
+    }
+    return nuclear;
+  }
+
+  double mu2_ = 0;
+  int history_ = 0;
+  double best_ = 0;
+  Eigen::MatrixXd df_, dg_, best_x_;
+  Eigen::VectorXd prev_f_, prev_g_;
+  Eigen::MatrixXd k_, s0_, x_, m_, gram_, p_, r_, h_, try_;
+  Eigen::VectorXd d_, inv_;
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig_;
+};
+
+}  // namespace detail
+
+/// The ManifoldMuon direction at a point W of St(N, n) for the matrix U (N x n), with every buffer held: solve
+/// writes A = argmax tr(U^T A) subject to |A|_2 <= 1, W^T A + A^T W = 0. Products are O(N n^2) in T, the
+/// multiplier's iterations O(n^3) each in double.
+template <class T>
+class StiefelMuonDirection {
+  static_assert(std::is_floating_point_v<T>, "StiefelMuonDirection: float or double");
+
+ public:
+  StiefelMuonDirection(Eigen::Index N, Eigen::Index n)
+      : N_(checked(N, n)), n_(n), core_(n), wd_(N, n), ud_(N, n), zd_(N, n), r_(n, n), sym_(n, n) {}
+
+  Eigen::Index N() const noexcept { return N_; }
+  Eigen::Index n() const noexcept { return n_; }
+  std::size_t bytes() const noexcept {
+    return core_.bytes() + static_cast<std::size_t>(3 * wd_.size() + 2 * r_.size()) * sizeof(double);
+  }
+
+  /// a <- the direction for w and u (N x n column-major each). duals, when given, receives |U + W X|_* at every
+  /// iterate. multiplier, when given, receives the final X (n x n), and with warm the iteration starts from the X it
+  /// holds (a step's multiplier as the next one's start measured no faster than the cold start, docs/design.md, so
+  /// ManifoldMuon starts cold and keeps no multiplier in its state). Every product runs in double, so a float direction is the exact one rounded once: Z = U + W X has
+  /// singular values down to smoothing |U|_2, and forming Z P in float would amplify Z's rounding by 1 / that.
+  StiefelMuonReport solve(const T* w, const T* u, T* a, const StiefelMuonOptions& o = {},
+                          std::vector<double>* duals = nullptr, T* multiplier = nullptr, bool warm = false) {
+    namespace st = detail::stepping;
+    o.validate();
+    const st::ConstMatrixMap<T> um(u, N_, n_);
+    wd_ = st::ConstMatrixMap<T>(w, N_, n_).template cast<double>();
+    ud_ = um.template cast<double>();
+    st::product<double>(core_.k(), wd_, st::Op::transposed, ud_, st::Op::plain, 1.0, false);
+    st::product<double>(core_.s0(), ud_, st::Op::transposed, ud_, st::Op::plain, 1.0, false);
+    warm = warm && multiplier != nullptr;
+    if (warm) core_.x() = st::ConstMatrixMap<T>(multiplier, n_, n_).template cast<double>();
+    StiefelMuonReport rep = core_.solve(o, duals, warm);
+    if (multiplier != nullptr) st::MatrixMap<T>(multiplier, n_, n_) = core_.x().template cast<T>();
+    // A = Z P with Z = U + W X, into ud_.
+    zd_ = ud_;
+    st::product<double>(zd_, wd_, st::Op::plain, core_.x(), st::Op::plain, 1.0, true);
+    st::product<double>(ud_, zd_, core_.p());
+    double scale = 1;
+    if (rep.converged) {
+      // Smoothing leaves A's largest singular value at s_max / sqrt(s_max^2 + mu^2): back to 1.
+      const double top = core_.top();
+      if (core_.mu2() > 0 && top * top > core_.mu2()) scale = top / std::sqrt(top * top - core_.mu2());
+    } else if (std::isfinite(rep.residual)) {
+      // Not converged (the iterations ran out, or the dual line search stalled): A is made feasible, projected on
+      // the tangent space, A - W sym(W^T A), and scaled to unit spectral norm.
+      st::product<double>(r_, wd_, st::Op::transposed, ud_, st::Op::plain, 1.0, false);
+      sym_ = 0.5 * (r_ + r_.transpose());
+      st::product<double>(ud_, wd_, st::Op::plain, sym_, st::Op::plain, -1.0, true);
+      st::product<double>(r_, ud_, st::Op::transposed, ud_, st::Op::plain, 1.0, false);
+      auto& eig = core_.eigensolver();
+      eig.compute(r_, Eigen::EigenvaluesOnly);
+      const double top = eig.eigenvalues()(n_ - 1);
+      if (top > 0) scale = 1 / std::sqrt(top);
+      st::product<double>(r_, wd_, st::Op::transposed, ud_, st::Op::plain, scale, false);
+      rep.residual = (r_ + r_.transpose()).norm();
+      rep.projected = true;
+    }
+    st::MatrixMap<T> am(a, N_, n_);
+    am = (scale * ud_).template cast<T>();
+    double primal = 0;
+    for (Eigen::Index j = 0; j < n_; ++j) primal += um.col(j).template cast<double>().dot(scale * ud_.col(j));
+    rep.primal = primal;
+    return rep;
+  }
+
+ private:
+  static Eigen::Index checked(Eigen::Index N, Eigen::Index n) {
+    if (n < 0 || n > N)
+      throw std::invalid_argument("StiefelMuonDirection: need 0 <= n <= N, got " + std::to_string(N) + "x" +
+                                  std::to_string(n));
+    return N;
+  }
+
+  Eigen::Index N_, n_;
+  detail::StiefelMuonCore core_;
+  Eigen::MatrixXd wd_, ud_, zd_, r_, sym_;
+};
+
+/// The ManifoldMuon direction as a new matrix (see StiefelMuonDirection).
+template <class T>
+Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> stiefel_muon_direction(
+    const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>& w, const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>& u,
+    const StiefelMuonOptions& o = {}, StiefelMuonReport* report = nullptr, std::vector<double>* duals = nullptr) {
+  if (u.rows() != w.rows() || u.cols() != w.cols())
+    throw std::invalid_argument("stiefel_muon_direction: U is " + std::to_string(u.rows()) + "x" +
+                                std::to_string(u.cols()) + ", W is " + std::to_string(w.rows()) + "x" +
+                                std::to_string(w.cols()));
+  StiefelMuonDirection<T> solver(w.rows(), w.cols());
+  Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> a(w.rows(), w.cols());
+  const StiefelMuonReport r = solver.solve(w.data(), u.data(), a.data(), o, duals);
+  if (report != nullptr) *report = r;
+  return a;
+}
+
+namespace detail {
+
+// What Muon keeps of one of its leaves.
+struct MuonLeafRecord {
+  std::size_t leaf = 0;          // index in walk order
+  Eigen::Index rows = 0, cols = 0;
+  Eigen::Index offset = 0;       // first entry of its momentum
+  bool stiefel = false;          // ManifoldMuon's Stiefel leaf
+  double lr_scale = 1;
+  double weight_decay = 0;
+  StiefelMuonRetraction retraction = StiefelMuonRetraction::polar;
+};
+
+// The per-step buffers of one Muon leaf (scratch, rebuilt by init).
+template <class T>
+struct MuonLeafWork {
+  MuonMatrix<T> u;                                  // the update before msign / the direction's input
+  MsignWorkspace<T> ms;
+  // Stiefel leaves:
+  MuonMatrix<T> a, z;                               // the direction; Z = W^T G for the gradient norm
+  std::unique_ptr<StiefelMuonDirection<T>> direction;
+  Eigen::MatrixXd yd, gram, p;                      // polar: W - lr A in double, its Gram matrix, (Gram)^-1/2
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig;
+  MuonMatrix<T> pt;
+  std::unique_ptr<ManifoldStepper<T>> stepper;      // cayley / geodesic
+  MuonMatrix<T> coords;
+
+  std::size_t bytes() const noexcept {
+    std::size_t b = static_cast<std::size_t>(u.size() + a.size() + z.size() + pt.size() + coords.size()) * sizeof(T) +
+                    ms.bytes() + static_cast<std::size_t>(yd.size() + gram.size() + p.size()) * sizeof(double);
+    if (direction) b += direction->bytes();
+    if (stepper) b += stepper->workspace_bytes();
+    return b;
+  }
+};
+
+}  // namespace detail
+
+/// The state of Muon or ManifoldMuon for one parameter tree: the fallback optimizer's state (Muon's leaves frozen in
+/// it) and the momentum of Muon's leaves. Saved and restored by geomopt::io like an OptimizerState: for_each_slot
+/// visits every leaf in walk order, a Muon leaf with "momentum_buffer" shaped like the leaf.
+template <class Tree>
+class MuonState {
+ public:
+  using Scalar = ptree::scalar_t<Tree>;
+  using Vector = Eigen::Matrix<Scalar, Eigen::Dynamic, 1>;
+  using MatrixMap = Eigen::Map<Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic>>;
+  using ConstMatrixMap = Eigen::Map<const Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic>>;
+
+  MuonState() = default;
+  MuonState(MuonState&&) noexcept = default;
+  MuonState& operator=(MuonState&&) noexcept = default;
+
+  std::int64_t step_count() const noexcept { return fallback_.step_count(); }
+  void set_step_count(std::int64_t t) { fallback_.set_step_count(t); }
+  /// "Muon" or "ManifoldMuon".
+  std::string_view optimizer() const noexcept { return name_; }
+  /// Muon's hyperparameters, then the fallback's as "fallback.<kernel>.<name>".
+  const Hyperparameters& hyperparameters() const noexcept { return hyperparameters_; }
+
+  /// Bytes of state: Muon's momentum plus the fallback's state (and the EMA copy, counted there once).
+  std::size_t nbytes() const noexcept {
+    return static_cast<std::size_t>(momentum_.size()) * sizeof(Scalar) + fallback_.nbytes();
+  }
+  /// Bytes of per-step scratch (not state).
+  std::size_t workspace_bytes() const noexcept {
+    std::size_t b = fallback_.workspace_bytes();
+    for (const auto& w : work_) b += w->bytes();
+    return b;
+  }
+
+  std::size_t leaf_count() const noexcept { return fallback_.leaf_count(); }
+  const std::string& leaf_path(std::size_t i) const { return fallback_.leaf_path(i); }
+  /// Whether leaf i is stepped by Muon (its momentum) rather than by the fallback or frozen.
+  bool muon_leaf(std::size_t i) const { return muon_of_leaf_.at(i) >= 0; }
+  bool leaf_frozen(std::size_t i) const { return !muon_leaf(i) && fallback_.leaf_frozen(i); }
+  /// Leaves stepped by Muon.
+  std::size_t muon_leaf_count() const noexcept { return records_.size(); }
+  /// The fallback optimizer's state (Muon's leaves appear frozen in it).
+  const OptimizerState<Tree>& fallback() const noexcept { return fallback_; }
+
+  /// f(path, name, map) for every array of state, by leaf in walk order (see OptimizerState::for_each_slot).
+  template <class F>
+  void for_each_slot(F&& f) {
+    visit_slots(*this, f);
+  }
+  template <class F>
+  void for_each_slot(F&& f) const {
+    visit_slots(*this, f);
+  }
+
+  const Tree* ema() const noexcept { return fallback_.ema(); }
+  Tree* ema() noexcept { return fallback_.ema(); }
+
+ private:
+  template <class F, bool M>
+  friend class BasicMuon;
+
+  template <class Self, class F>
+  static void visit_slots(Self& self, F& f) {
+    using Map = std::conditional_t<std::is_const_v<Self>, ConstMatrixMap, MatrixMap>;
+    const auto& leaves = self.fallback_.leaves_;
+    for (std::size_t i = 0; i < leaves.size(); ++i) {
+      const int m = self.muon_of_leaf_[i];
+      if (m >= 0) {
+        const auto& r = self.records_[static_cast<std::size_t>(m)];
+        f(leaves[i].path, std::string_view("momentum_buffer"), Map(self.momentum_.data() + r.offset, r.rows, r.cols));
+        continue;
+      }
+      // The fallback's arrays of this one leaf, in its own order.
+      const auto& leaf = leaves[i];
+      if (leaf.frozen) continue;
+      auto& fb = self.fallback_;
+      for (std::size_t s = 0; s < fb.slot_names_.size(); ++s) {
+        auto* data = fb.slots_.data() + static_cast<Eigen::Index>(s) * fb.coordinates_ + leaf.offset;
+        f(leaf.path, std::string_view(fb.slot_names_[s]), Map(data, leaf.rows, leaf.cols));
+      }
+      if (leaf.manifold) {
+        auto& stepper = *fb.steppers_[static_cast<std::size_t>(fb.units_[leaf.first_unit].stepper)];
+        if (stepper.section_data() != nullptr)
+          f(leaf.path, std::string_view("section"),
+            Map(stepper.section_data(), stepper.section_rows(), stepper.section_cols()));
+      }
+    }
+  }
+
+  OptimizerState<Tree> fallback_;
+  std::string name_;
+  Hyperparameters hyperparameters_;
+  std::vector<detail::MuonLeafRecord> records_;
+  std::vector<int> muon_of_leaf_;  // per leaf in walk order: its record, or -1
+  Vector momentum_;
+  std::vector<std::unique_ptr<detail::MuonLeafWork<Scalar>>> work_;
+  std::vector<detail::UnitPointers<Scalar>> pointers_;  // per record, found by each step
+  std::vector<std::vector<std::size_t>> plan_;          // per thread: records
+};
+
+/// Muon (kManifold = false) and ManifoldMuon (true) over a fallback kernel for the leaves they do not step.
+template <class Fallback, bool kManifold>
+class BasicMuon {
+ public:
+  using Options = MuonOptions<Fallback>;
+  static constexpr const char* kName = kManifold ? "ManifoldMuon" : "Muon";
+
+  explicit BasicMuon(Options options = {}, CommonOptions common = {})
+      : options_(validated(std::move(options))), fallback_(options_.fallback, common) {}
+
+  const Options& options() const noexcept { return options_; }
+  const CommonOptions& common() const noexcept { return fallback_.common(); }
+
+  /// The state for params. A leaf is Muon's when rule(path).muon says so, or, unset, when it is a Euclidean leaf of
+  /// one matrix block of at least 2 x 2 (ManifoldMuon: or a Stiefel leaf). Throws std::invalid_argument naming the
+  /// path when a rule asks Muon to step a leaf it cannot (a vector, a packed or manifold leaf other than Stiefel).
+  template <class Tree>
+  MuonState<Tree> init(const Tree& params, const LeafRule& rule = {}) const {
+    using T = ptree::scalar_t<Tree>;
+    static_assert(std::is_floating_point_v<T>, "Muon::init: the tree's trainable scalar must be float or double");
+    MuonState<Tree> st;
+    std::unordered_set<std::string> mine;
+    Eigen::Index entries = 0;
+    std::size_t index = 0;
+    ptree::for_each_with_path(
+        [&](const ptree::Path& path, const auto& leaf) {
+          using L = std::remove_cvref_t<decltype(leaf)>;
+          const std::size_t i = index++;
+          const LeafOptions lo = rule ? rule(path) : LeafOptions{};
+          if (lo.frozen) return;
+          detail::MuonLeafRecord rec;
+          rec.leaf = i;
+          bool eligible = false;
+          std::string kind;
+          if constexpr (detail::manifold_point<L>) {
+            eligible = kManifold && std::is_same_v<L, Stiefel<T>>;
+            kind = std::string("a ") + L::kName + " leaf";
+            if constexpr (std::is_same_v<L, Stiefel<T>>) {
+              rec.rows = leaf.value().rows();
+              rec.cols = leaf.value().cols();
+              rec.stiefel = true;
+              if (!kManifold) kind = "a Stiefel leaf (ManifoldMuon steps those)";
+            }
+          } else {
+            std::size_t blocks = 0;
+            ptree::detail::for_each_block(
+                [&](const auto& b) {
+                  ++blocks;
+                  rec.rows = ptree::detail::block_rows(b);
+                  rec.cols = ptree::detail::block_cols(b);
+                  if constexpr (!std::is_arithmetic_v<std::remove_cvref_t<decltype(b)>>) {
+                    if (!detail::block_contiguous(b)) blocks = 99;
+                  }
+                },
+                leaf);
+            eligible = blocks == 1 && rec.rows >= 2 && rec.cols >= 2;
+            kind = blocks == 1 ? "a " + std::to_string(rec.rows) + "x" + std::to_string(rec.cols) + " block"
+                               : "a leaf of " + std::to_string(blocks) + " storage blocks";
+          }
+          const bool chosen = lo.muon.value_or(eligible);
+          if (!chosen) return;
+          if (!eligible)
+            throw std::invalid_argument(path.str() + ": " + kName + " steps matrices of at least 2 x 2" +
+                                        (kManifold ? " and Stiefel leaves" : "") + ", this is " + kind +
+                                        " (leave LeafOptions::muon unset or false)");
+          if (!(lo.lr_scale >= 0))
+            throw std::invalid_argument(path.str() + ": lr_scale must be >= 0, got " + std::to_string(lo.lr_scale));
+          rec.lr_scale = lo.lr_scale;
+          rec.weight_decay = lo.weight_decay.value_or(rec.stiefel ? 0.0 : options_.weight_decay);
+          if (!(rec.weight_decay >= 0))
+            throw std::invalid_argument(path.str() + ": weight_decay must be >= 0, got " +
+                                        std::to_string(rec.weight_decay));
+          if (rec.stiefel && rec.weight_decay != 0)
+            throw std::invalid_argument(path.str() + ": weight decay does not apply to Stiefel leaves");
+          rec.retraction = options_.retraction;
+          if (lo.retraction.has_value())
+            rec.retraction = *lo.retraction == Retraction::cayley ? StiefelMuonRetraction::cayley
+                                                                  : StiefelMuonRetraction::geodesic;
+          rec.offset = entries;
+          entries += rec.rows * rec.cols;
+          mine.insert(path.str());
+          st.records_.push_back(rec);
+        },
+        params);
+
+    const LeafRule fallback_rule = [&](const ptree::Path& path) {
+      LeafOptions lo = rule ? rule(path) : LeafOptions{};
+      if (mine.count(path.str()) != 0) {
+        lo.frozen = true;
+        lo.weight_decay.reset();
+      }
+      return lo;
+    };
+    st.fallback_ = fallback_.init(params, fallback_rule);
+    st.name_ = kName;
+    st.hyperparameters_ = hyperparameters();
+    st.muon_of_leaf_.assign(st.fallback_.leaf_count(), -1);
+    for (std::size_t r = 0; r < st.records_.size(); ++r) st.muon_of_leaf_[st.records_[r].leaf] = static_cast<int>(r);
+    st.momentum_ = MuonState<Tree>::Vector::Zero(entries);
+    st.pointers_.resize(st.records_.size());
+
+    // Buffers, and the records shared among the threads by an estimate of their cost (rows cols min(rows, cols)).
+    const int threads = fallback_.common().threads;
+    st.plan_.assign(static_cast<std::size_t>(threads), {});
+    std::vector<double> load(static_cast<std::size_t>(threads), 0.0);
+    std::size_t walk = 0;
+    ptree::for_each(
+        [&](const auto& leaf) {
+          using L = std::remove_cvref_t<decltype(leaf)>;
+          const std::size_t i = walk++;
+          const int m = st.muon_of_leaf_[i];
+          if (m < 0) return;
+          const auto& rec = st.records_[static_cast<std::size_t>(m)];
+          auto w = std::make_unique<detail::MuonLeafWork<T>>();
+          w->u.resize(rec.rows, rec.cols);
+          if (rec.stiefel) {
+            w->a.resize(rec.rows, rec.cols);
+            w->z.resize(rec.cols, rec.cols);
+            w->direction = std::make_unique<StiefelMuonDirection<T>>(rec.rows, rec.cols);
+            if (rec.retraction == StiefelMuonRetraction::polar) {
+              w->yd.resize(rec.rows, rec.cols);
+              w->gram.resize(rec.cols, rec.cols);
+              w->p.resize(rec.cols, rec.cols);
+              w->pt.resize(rec.cols, rec.cols);
+              w->eig = Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd>(rec.cols);
+            } else {
+              if constexpr (std::is_same_v<L, Stiefel<T>>) {
+                w->stepper = detail::make_stepper(leaf, SectionPolicy::recomputed);
+                w->coords.resize(w->stepper->dim(), 1);
+              }
+            }
+          } else {
+            w->ms.reserve(rec.rows, rec.cols);
+          }
+          st.work_.push_back(std::move(w));
+          const double cost = static_cast<double>(rec.rows * rec.cols * std::min(rec.rows, rec.cols));
+          const auto member = static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+          st.plan_[member].push_back(static_cast<std::size_t>(m));
+          load[member] += cost;
+        },
+        params);
+    return st;
+  }
+
+  /// One step of every leaf: Muon's by the orthogonalized (ManifoldMuon: spectral steepest tangent) update, the
+  /// rest by the fallback, in one pass (see Optimizer::step for the report and the non-finite policy).
+  template <class Tree>
+  StepReport step(Tree& params, const Tree& grads, MuonState<Tree>& st) {
+    if (st.name_ != kName)
+      throw std::invalid_argument(std::string(kName) + "::step: the state was made by " + st.name_ + "::init");
+    const auto& schedule = fallback_.common().schedule;
+    const double factor = schedule ? schedule(st.step_count()) : 1.0;
+    Units<Tree> units{*this, st};
+    StepReport report = fallback_.step_with(params, grads, st.fallback_, units);
+    report.lr = options_.lr * factor;
+    return report;
+  }
+
+  /// Muon's hyperparameters as a checkpoint records them.
+  Hyperparameters hyperparameters() const {
+    Hyperparameters h = {{"lr", options_.lr},
+                         {"momentum", options_.momentum},
+                         {"nesterov", options_.nesterov ? 1.0 : 0.0},
+                         {"ns_steps", static_cast<double>(options_.ns_steps)},
+                         {"weight_decay", options_.weight_decay},
+                         {"ns_a", options_.ns_coefficients[0]},
+                         {"ns_b", options_.ns_coefficients[1]},
+                         {"ns_c", options_.ns_coefficients[2]},
+                         {"ns_eps", options_.ns_eps},
+                         {"msign", static_cast<double>(options_.msign)},
+                         {"scale", static_cast<double>(options_.scale)}};
+    if (kManifold) {
+      h.emplace_back("stiefel_method", static_cast<double>(options_.stiefel.method));
+      h.emplace_back("stiefel_tolerance", options_.stiefel.tolerance);
+      h.emplace_back("stiefel_max_iterations", static_cast<double>(options_.stiefel.max_iterations));
+      h.emplace_back("retraction", static_cast<double>(options_.retraction));
+    }
+    for (const auto& [name, value] : Fallback::hyperparameters(options_.fallback))
+      h.emplace_back("fallback." + std::string(Fallback::kName) + "." + name, value);
+    return h;
+  }
+
+ private:
+  static Options validated(Options o) {
+    o.validate();
+    return o;
+  }
+
+  double shape_scale(Eigen::Index rows, Eigen::Index cols) const {
+    switch (options_.scale) {
+      case MuonScale::original:
+        return std::sqrt(std::max(1.0, static_cast<double>(rows) / static_cast<double>(cols)));
+      case MuonScale::match_rms_adamw:
+        return 0.2 * std::sqrt(static_cast<double>(std::max(rows, cols)));
+      case MuonScale::none:
+        return 1.0;
+    }
+    return 1.0;
+  }
+
+  // Muon's leaves as the fallback's step sees them (Optimizer::step_with).
+  template <class Tree>
+  struct Units {
+    using T = ptree::scalar_t<Tree>;
+    BasicMuon& self;
+    MuonState<Tree>& st;
+
+    void collect(Tree& params, const Tree& grads, Tree* ema) {
+      std::size_t leaf = 0;
+      auto visit = [&](auto& p, const auto& g, auto&... e) {
+        using L = std::remove_cvref_t<decltype(p)>;
+        const std::size_t i = leaf++;
+        if (i >= st.muon_of_leaf_.size()) return;  // the fallback's collect has thrown for this already
+        const int m = st.muon_of_leaf_[i];
+        if (m < 0) return;
+        const auto& rec = st.records_[static_cast<std::size_t>(m)];
+        const std::string& path = st.fallback_.leaf_path(i);
+        auto& ptr = st.pointers_[static_cast<std::size_t>(m)];
+        if constexpr (detail::manifold_point<L>) {
+          if (!rec.stiefel || p.value().rows() != rec.rows || p.value().cols() != rec.cols)
+            throw StructureError(path + ": the leaf does not match the state's (" + std::string(L::kName) + ")");
+          ptr = {p.value().data(), g.value().data(), ema_data(e.value()...)};
+        } else {
+          bool ok = !rec.stiefel;
+          ptree::detail::for_each_block(
+              [&](auto& bp, const auto& bg, auto&... be) {
+                if (ptree::detail::block_rows(bp) != rec.rows || ptree::detail::block_cols(bp) != rec.cols) ok = false;
+                ptr = {detail::block_data(bp), detail::block_data(bg), ema_data(be...)};
+              },
+              p, g, e...);
+          if (!ok)
+            throw StructureError(path + ": the leaf does not match the state's (a " + std::to_string(rec.rows) + "x" +
+                                 std::to_string(rec.cols) + " matrix)");
+        }
+      };
+      if (ema != nullptr) {
+        ptree::for_each(visit, params, grads, *ema);
+      } else {
+        ptree::for_each(visit, params, grads);
+      }
+    }
+
+    template <class... E>
+    static T* ema_data(E&... e) {
+      if constexpr (sizeof...(E) == 0) {
+        return nullptr;
+      } else {
+        return detail::block_data(e...);
+      }
+    }
+
+    // The squared norms of Muon's gradients: Euclidean for matrices, the canonical Riemannian gradient's for
+    // Stiefel leaves (|G|^2 - |Z|^2 + |Z - Z^T|^2 / 2 with Z = W^T G, as the library's lift measures it).
+    double squared_norm() {
+      double total = 0;
+      for (std::size_t r = 0; r < st.records_.size(); ++r) {
+        const auto& rec = st.records_[r];
+        const auto& ptr = st.pointers_[r];
+        const detail::stepping::ConstMatrixMap<T> g(ptr.g, rec.rows, rec.cols);
+        double sq = 0;
+        for (Eigen::Index j = 0; j < rec.cols; ++j) sq += g.col(j).template cast<double>().squaredNorm();
+        if (rec.stiefel && std::isfinite(sq)) {
+          auto& z = st.work_[r]->z;
+          const detail::stepping::ConstMatrixMap<T> w(ptr.p, rec.rows, rec.cols);
+          detail::stepping::product<T>(z, w, detail::stepping::Op::transposed, g, detail::stepping::Op::plain, T(1),
+                                       false);
+          const Eigen::MatrixXd zd = z.template cast<double>();
+          sq += -zd.squaredNorm() + 0.5 * (zd - zd.transpose()).squaredNorm();
+        }
+        total += sq;
+      }
+      return total;
+    }
+
+    std::size_t first_non_finite() const {
+      std::size_t first = static_cast<std::size_t>(-1);
+      for (std::size_t r = 0; r < st.records_.size(); ++r) {
+        const auto& rec = st.records_[r];
+        const Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> g(st.pointers_[r].g, rec.rows * rec.cols);
+        if (!g.allFinite()) first = std::min(first, rec.leaf);
+      }
+      return first;
+    }
+
+    void run(int member, std::int64_t, double factor, T gscale, T decay) {
+      for (std::size_t r : st.plan_[static_cast<std::size_t>(member)]) self.step_leaf(st, r, factor, gscale, decay);
+    }
+  };
+
+  template <class Tree, class T>
+  void step_leaf(MuonState<Tree>& st, std::size_t r, double factor, T gscale, T decay) {
+    const auto& rec = st.records_[r];
+    const auto& ptr = st.pointers_[r];
+    auto& w = *st.work_[r];
+    const Eigen::Index rows = rec.rows, cols = rec.cols, size = rows * cols;
+    using Arr = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+    using ConstArr = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+    const ConstArr g(ptr.g, size);
+    Arr buf(st.momentum_.data() + rec.offset, size);
+    Arr u(w.u.data(), size);
+    const T beta = static_cast<T>(options_.momentum);
+    const T keep = T(1) - beta;
+    buf = beta * buf + (keep * gscale) * g;
+    if (options_.nesterov) {
+      u = (keep * gscale) * g + beta * buf;
+    } else {
+      u = buf;
+    }
+    const double lr = options_.lr * factor * rec.lr_scale;
+    Arr p(ptr.p, size);
+    if (!rec.stiefel) {
+      msign_inplace(w.u, options_.msign_options(), w.ms);
+      const T step = static_cast<T>(lr * shape_scale(rows, cols));
+      if (rec.weight_decay != 0) {
+        p = static_cast<T>(1 - lr * rec.weight_decay) * p - step * u;
+      } else {
+        p -= step * u;
+      }
+    } else {
+      w.direction->solve(ptr.p, w.u.data(), w.a.data(), options_.stiefel);
+      retract(rec, w, ptr.p, static_cast<T>(lr));
+    }
+    if (ptr.ema != nullptr) {
+      Arr e(ptr.ema, size);
+      e = decay * e + (T(1) - decay) * p;
+    }
+  }
+
+  // W <- R_W(-lr A) for a Stiefel leaf, A in w.a.
+  template <class T>
+  static void retract(const detail::MuonLeafRecord& rec, detail::MuonLeafWork<T>& w, T* y, T lr) {
+    namespace sp = detail::stepping;
+    sp::MatrixMap<T> ym(y, rec.rows, rec.cols);
+    if (rec.retraction == StiefelMuonRetraction::polar) {
+      // Y = W - lr A, then W = Y (Y^T Y)^-1/2 with the Gram matrix formed and decomposed in double.
+      w.u = ym - lr * w.a;
+      w.yd = w.u.template cast<double>();
+      sp::product<double>(w.gram, w.yd, sp::Op::transposed, w.yd, sp::Op::plain, 1.0, false);
+      w.eig.compute(w.gram);
+      const auto& lambda = w.eig.eigenvalues();
+      const auto& q = w.eig.eigenvectors();
+      // Y's singular values are sqrt(1 + lr^2 s_i(A)^2) >= 1 for a tangent A: the Gram matrix is well conditioned.
+      for (Eigen::Index j = 0; j < rec.cols; ++j) w.p.col(j) = q.col(j) / std::sqrt(std::max(lambda(j), 1e-300));
+      w.gram.noalias() = w.p * q.transpose();
+      w.pt = w.gram.template cast<T>();
+      sp::product<T>(ym, w.u, w.pt);
+      return;
+    }
+    // The library's retraction of the tangent vector -lr A: its lift coordinates are those of the Euclidean
+    // gradient A - W Omega / 2 (Omega = W^T A), whose canonical Riemannian gradient is A.
+    sp::product<T>(w.z, ym, sp::Op::transposed, w.a, sp::Op::plain, T(1), false);
+    sp::product<T>(w.u, ym, sp::Op::plain, w.z, sp::Op::plain, T(-0.5), false);
+    w.u += w.a;
+    w.stepper->lift(y, w.u.data(), w.coords.data());
+    w.coords *= -lr;
+    w.stepper->retract(y, w.coords.data(),
+                       rec.retraction == StiefelMuonRetraction::cayley ? Retraction::cayley : Retraction::geodesic);
+  }
+
+  Options options_;
+  Optimizer<Fallback> fallback_;
+};
+
+/// Muon with AdamW for every other leaf.
+using Muon = BasicMuon<AdamWKernel, false>;
+/// Manifold Muon on Stiefel leaves, Muon on Euclidean matrices, AdamW for every other leaf.
+using ManifoldMuon = BasicMuon<AdamWKernel, true>;
+
+}  // namespace geomopt

@@ -1,0 +1,473 @@
+// msign, Muon and ManifoldMuon. References are independent of the code under test: msign against Eigen's JacobiSVD
+// in double (one-sided Jacobi: neither the divide-and-conquer SVD nor the Gram eigensolver msign uses); the Newton-Schulz band against the scalar
+// recurrence; Muon's first steps against a hand computation (the matrix sign of a 2 x 2 symmetric matrix in closed
+// form); the ManifoldMuon direction against its closed forms on St(n, n) (W msign(skew(W^T G))) and on the sphere
+// (the normalized projected gradient), and on St(N, n) against its optimality conditions (tangent, unit spectral
+// norm, zero duality gap, at least the alignment of the normalized projected gradient).
+#include <doctest/doctest.h>
+
+#include <Eigen/Core>
+#include <Eigen/SVD>
+#include <algorithm>
+#include <cmath>
+#include <geomopt/optimizers.hpp>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace {
+
+template <class T>
+using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
+using MatD = Mat<double>;
+
+// A rows x cols matrix with the given singular values (min(rows, cols) of them) and Haar singular vectors.
+MatD with_singular_values(geomopt::Rng& rng, Eigen::Index rows, Eigen::Index cols, const Eigen::VectorXd& s) {
+  const Eigen::Index k = std::min(rows, cols);
+  const MatD u = geomopt::Stiefel<double>::random_point(rng, rows, k).value();
+  const MatD v = geomopt::Stiefel<double>::random_point(rng, cols, k).value();
+  return u * s.asDiagonal() * v.transpose();
+}
+
+MatD gaussian(geomopt::Rng& rng, Eigen::Index rows, Eigen::Index cols) {
+  std::normal_distribution<double> normal;
+  MatD m(rows, cols);
+  for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = normal(rng);
+  return m;
+}
+
+// U_r V_r^T by a double JacobiSVD, r the numerical rank.
+MatD reference_msign(const MatD& m) {
+  Eigen::JacobiSVD<MatD> svd(m, Eigen::ComputeThinU | Eigen::ComputeThinV);
+  const auto& s = svd.singularValues();
+  Eigen::Index r = 0;
+  while (r < s.size() && s(r) > 1e-10 * s(0)) ++r;
+  return svd.matrixU().leftCols(r) * svd.matrixV().leftCols(r).transpose();
+}
+
+Eigen::VectorXd singular_values(const MatD& m) { return Eigen::JacobiSVD<MatD>(m).singularValues(); }
+
+double spectral_norm(const MatD& m) { return m.size() == 0 ? 0.0 : singular_values(m)(0); }
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("msign: svd and gram are exact on random, ill-conditioned and rank-deficient matrices", T, float,
+                   double) {
+  geomopt::Rng rng(11);
+  const double tol = std::is_same_v<T, float> ? 2e-5 : 1e-12;
+  for (auto [rows, cols] : {std::pair{12, 12}, {40, 9}, {9, 40}, {1, 7}, {6, 1}}) {
+    CAPTURE(rows);
+    CAPTURE(cols);
+    const MatD m = gaussian(rng, rows, cols);
+    const MatD polar = reference_msign(m);
+    for (auto method : {geomopt::MsignMethod::svd, geomopt::MsignMethod::gram}) {
+      const MatD q = geomopt::msign(Mat<T>(m.cast<T>()), {.method = method}).template cast<double>();
+      CHECK((q - polar).norm() <= tol * std::sqrt(static_cast<double>(m.size())));
+    }
+  }
+  // Ill-conditioned: singular values logspaced over 1e-3 .. 1 (float) or 1e-4 .. 1 (double; gram's error grows as
+  // cond^2 eps(double)).
+  const double low = std::is_same_v<T, float> ? 1e-3 : 1e-4;
+  Eigen::VectorXd s(10);
+  for (int i = 0; i < 10; ++i) s(i) = std::pow(low, i / 9.0);
+  const MatD ill = with_singular_values(rng, 30, 10, s);
+  for (auto method : {geomopt::MsignMethod::svd, geomopt::MsignMethod::gram}) {
+    const MatD q = geomopt::msign(Mat<T>(ill.cast<T>()), {.method = method}).template cast<double>();
+    // float: the input's own rounding (6e-8 relative) moves the smallest singular vectors by 6e-8 / 1e-3.
+    CHECK((q - reference_msign(ill)).norm() <= (std::is_same_v<T, float> ? 5e-4 : 1e-7));
+  }
+  // Rank 3 of 8: msign keeps the rank (U_3 V_3^T), and maps the null space to zero.
+  const MatD low_rank = gaussian(rng, 20, 3) * gaussian(rng, 3, 8);
+  for (auto method : {geomopt::MsignMethod::svd, geomopt::MsignMethod::gram}) {
+    const MatD q = geomopt::msign(Mat<T>(low_rank.cast<T>()), {.method = method}).template cast<double>();
+    CHECK((q - reference_msign(low_rank)).norm() <= 50 * tol);
+    const Eigen::VectorXd sv = singular_values(q);
+    CHECK(sv(2) == doctest::Approx(1).epsilon(50 * tol));
+    CHECK(sv(3) <= 50 * tol);  // gram: below sqrt(4 k eps(double)) s_max counts as zero
+  }
+  CHECK(geomopt::msign(Mat<T>::Zero(4, 3), {.method = geomopt::MsignMethod::gram}).norm() == 0);
+  CHECK(geomopt::msign(Mat<T>::Zero(4, 3)).norm() == 0);
+}
+
+TEST_CASE_TEMPLATE("msign: Newton-Schulz maps the singular values into the band msign_band states", T, float, double) {
+  geomopt::Rng rng(12);
+  // A matrix whose singular values fill [s_min, 1] |M|_F densely reaches both ends of the band, and no further.
+  const geomopt::MsignOptions muon;  // 5 quintic steps with Muon's coefficients
+  for (double s_min : {1e-2, 1e-3}) {
+    Eigen::VectorXd s(120);
+    for (int i = 0; i < 120; ++i) s(i) = std::pow(s_min, i / 119.0);
+    const MatD m = with_singular_values(rng, 150, 120, s);
+    const double f = m.norm();
+    const auto [lo, hi] = geomopt::msign_band(muon, s.minCoeff() / (f + muon.eps));
+    const Eigen::VectorXd out = singular_values(geomopt::msign(Mat<T>(m.cast<T>()), muon).template cast<double>());
+    const double slack = std::is_same_v<T, float> ? 1e-4 : 1e-9;
+    CHECK(out.minCoeff() >= lo - slack);
+    CHECK(out.maxCoeff() <= hi + slack);
+    // Each singular value went through the scalar recurrence: compare the sorted spectra.
+    Eigen::VectorXd expected(s.size());
+    for (Eigen::Index i = 0; i < s.size(); ++i) {
+      double x = s(i) / (f + muon.eps);  // Newton-Schulz divides by |M|_F + eps
+      for (int k = 0; k < 5; ++k) x = 3.4445 * x - 4.7750 * x * x * x + 2.0315 * x * x * x * x * x;
+      expected(i) = x;
+    }
+    std::sort(expected.data(), expected.data() + expected.size());
+    Eigen::VectorXd got = out;
+    std::sort(got.data(), got.data() + got.size());
+    CHECK((got - expected).cwiseAbs().maxCoeff() <= (std::is_same_v<T, float> ? 1e-4 : 1e-10));
+    // The singular vectors are kept: the result is U p(S / |M|_F) V^T, so it commutes with the exact polar factor.
+    const MatD q = reference_msign(m);
+    const MatD x = geomopt::msign(Mat<T>(m.cast<T>()), muon).template cast<double>();
+    CHECK((q.transpose() * x - x.transpose() * q).norm() <= (std::is_same_v<T, float> ? 1e-4 : 1e-10));
+  }
+  // Muon's published band: about 0.7 .. 1.2 for singular values above 1e-2 |M|_F.
+  const auto [lo, hi] = geomopt::msign_band(muon, 1e-2);
+  CHECK(lo > 0.65);
+  CHECK(hi < 1.21);
+  // Polishing converges the band to 1: five cubic steps square the distance each time.
+  const auto [plo, phi] = geomopt::msign_band({.polish_steps = 6}, 1e-2);
+  CHECK(plo > 1 - 1e-9);
+  CHECK(phi < 1 + 1e-9);
+  const MatD m = gaussian(rng, 64, 16);
+  const MatD polished = geomopt::msign(Mat<T>(m.cast<T>()), {.polish_steps = 6}).template cast<double>();
+  CHECK((polished - reference_msign(m)).norm() <= (std::is_same_v<T, float> ? 2e-5 : 1e-12));
+  // Wide and tall give transposed results (each iterates on its smaller Gram side).
+  const Mat<T> mt = m.transpose().cast<T>();
+  CHECK((geomopt::msign(mt).transpose() - geomopt::msign(Mat<T>(m.cast<T>()))).norm() <=
+        (std::is_same_v<T, float> ? 1e-5 : 1e-13));
+  // Rank-deficient: the null space stays null, the rest lands in the band.
+  const MatD low_rank = gaussian(rng, 30, 2) * gaussian(rng, 2, 10);
+  const Eigen::VectorXd sv = singular_values(geomopt::msign(Mat<T>(low_rank.cast<T>())).template cast<double>());
+  CHECK(sv(1) > 0.65);
+  // Rounding in the null directions grows by the quintic's slope at 0, 3.4445 a step: 490 eps after five.
+  CHECK(sv(2) <= 1e3 * std::numeric_limits<T>::epsilon());
+}
+
+TEST_CASE("msign: in place on a block, bad options and non-finite input") {
+  geomopt::Rng rng(13);
+  Mat<float> big = gaussian(rng, 10, 10).cast<float>();
+  const Mat<float> before = big;
+  geomopt::MsignWorkspace<float> ws;
+  geomopt::msign_inplace(big.block(2, 3, 6, 4), {.method = geomopt::MsignMethod::svd}, ws);
+  CHECK((big.block(2, 3, 6, 4).cast<double>() - reference_msign(before.block(2, 3, 6, 4).cast<double>())).norm() <
+        1e-5);
+  big.block(2, 3, 6, 4) = before.block(2, 3, 6, 4);
+  CHECK(big == before);  // nothing outside the block was written
+  CHECK_THROWS_WITH_AS(geomopt::msign(before, {.steps = -1}), doctest::Contains("steps must be in [0, 100]"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(geomopt::msign(before, {.eps = -1}), doctest::Contains("eps must be >= 0"),
+                       std::invalid_argument);
+  Mat<float> nan = before;
+  nan(3, 3) = std::numeric_limits<float>::quiet_NaN();
+  for (auto method : {geomopt::MsignMethod::newton_schulz, geomopt::MsignMethod::svd, geomopt::MsignMethod::gram})
+    CHECK(geomopt::msign(nan, {.method = method}).hasNaN());
+}
+
+namespace {
+
+template <class T>
+struct MuonNet {
+  Mat<T> w;                                  // 4 x 2: Muon
+  Eigen::Matrix<T, Eigen::Dynamic, 1> b;     // a vector: the fallback
+  GEOMOPT_PTREE(w, b)
+};
+
+// The sign of a symmetric 2 x 2 matrix with eigenvalues of both signs: (2 S - tr(S) I) / (l1 - l2).
+Eigen::Matrix2d sign2(const Eigen::Matrix2d& s) {
+  const double tr = s.trace(), det = s.determinant();
+  REQUIRE(det < 0);
+  return (2 * s - tr * Eigen::Matrix2d::Identity()) / std::sqrt(tr * tr - 4 * det);
+}
+
+}  // namespace
+
+TEST_CASE("Muon: the first two steps against a hand computation") {
+  const double lr = 0.1, wd = 0.5, beta = 0.9;
+  MuonNet<double> p{MatD::Constant(4, 2, 0.5), Eigen::VectorXd::Constant(3, 1.0)};
+  MuonNet<double> g{MatD::Zero(4, 2), Eigen::VectorXd::Constant(3, 0.25)};
+  g.w(0, 0) = 3;
+  g.w(1, 1) = -2;
+  const MatD p0 = p.w;
+  geomopt::Muon muon({.lr = lr, .momentum = beta, .nesterov = true, .ns_steps = 5, .weight_decay = wd,
+                      .msign = geomopt::MsignMethod::svd, .fallback = {.lr = 0.01, .weight_decay = 0}});
+  auto st = muon.init(p);
+  const auto r1 = muon.step(p, g, st);
+  CHECK(r1.lr == lr);
+  // Step 1: B = (1 - beta) G1, U = (1 - beta) G1 + beta B, msign(U) = diag(1, -1) on top; scale sqrt(4 / 2).
+  MatD e1 = MatD::Zero(4, 2);
+  e1(0, 0) = 1;
+  e1(1, 1) = -1;
+  const MatD p1 = (1 - lr * wd) * p0 - lr * std::sqrt(2.0) * e1;
+  CHECK((p.w - p1).norm() < 1e-14);
+  // The vector leaf took AdamW's first step: -lr sign(g) (bias-corrected m / sqrt(v) = 1).
+  CHECK((p.b.array() - (1.0 - 0.01 * 0.25 / (0.25 + 1e-8))).abs().maxCoeff() < 1e-12);
+  // Step 2: B = beta (1 - beta) G1 + (1 - beta) G2, U = (1 - beta) G2 + beta B: on top the symmetric
+  // S = 0.081 G1 + 0.19 G2 with G2 = [0 1; 1 0].
+  g.w.setZero();
+  g.w(0, 1) = 1;
+  g.w(1, 0) = 1;
+  muon.step(p, g, st);
+  Eigen::Matrix2d s;
+  s << 0.081 * 3, 0.19, 0.19, 0.081 * -2;
+  MatD e2 = MatD::Zero(4, 2);
+  e2.topRows(2) = sign2(s);
+  const MatD p2 = (1 - lr * wd) * p1 - lr * std::sqrt(2.0) * e2;
+  CHECK((p.w - p2).norm() < 1e-14);
+  // The momentum is the only state of a Muon leaf: B = 0.09 G1 + 0.1 G2.
+  MatD b = MatD::Zero(4, 2);
+  b(0, 0) = 0.27;
+  b(1, 1) = -0.18;
+  b(0, 1) = b(1, 0) = 0.1;
+  int seen = 0;
+  st.for_each_slot([&](const std::string& path, std::string_view name, auto data) {
+    if (path != "w") return;
+    ++seen;
+    CHECK(name == "momentum_buffer");
+    CHECK((MatD(data) - b).norm() < 1e-15);
+  });
+  CHECK(seen == 1);
+}
+
+TEST_CASE("Muon: Newton-Schulz steps, plain momentum and the shape scales") {
+  // Diagonal gradients stay diagonal under Newton-Schulz: each entry is the scalar quintic applied five times to
+  // g_i / |G|_F, computed here from the coefficients.
+  auto quintic5 = [](double x) {
+    for (int k = 0; k < 5; ++k) x = 3.4445 * x - 4.7750 * x * x * x + 2.0315 * x * x * x * x * x;
+    return x;
+  };
+  for (auto scale : {geomopt::MuonScale::original, geomopt::MuonScale::match_rms_adamw, geomopt::MuonScale::none}) {
+    MuonNet<double> p{MatD::Zero(4, 2), Eigen::VectorXd::Zero(2)};
+    MuonNet<double> g{MatD::Zero(4, 2), Eigen::VectorXd::Zero(2)};
+    g.w(0, 0) = 3;
+    g.w(1, 1) = -2;
+    geomopt::Muon muon({.lr = 1, .momentum = 0.5, .nesterov = false, .scale = scale});
+    auto st = muon.init(p);
+    muon.step(p, g, st);
+    const double k = scale == geomopt::MuonScale::original        ? std::sqrt(2.0)
+                     : scale == geomopt::MuonScale::match_rms_adamw ? 0.2 * 2.0
+                                                                   : 1.0;
+    // U = B = 0.5 G, scaled by 1 / (|U|_F + 1e-7).
+    const double norm = 0.5 * std::sqrt(13.0) + 1e-7;
+    CHECK(p.w(0, 0) == doctest::Approx(-k * quintic5(1.5 / norm)).epsilon(1e-12));
+    CHECK(p.w(1, 1) == doctest::Approx(k * quintic5(1.0 / norm)).epsilon(1e-12));
+    CHECK(p.w(0, 1) == 0);
+  }
+}
+
+namespace {
+struct Tree {
+  Mat<float> a, b;
+  Eigen::VectorXf c;
+  geomopt::Stiefel<float> s;
+  GEOMOPT_PTREE(a, b, c, s)
+};
+}  // namespace
+
+TEST_CASE("Muon: state bytes, leaf choice by rule, and errors that name the leaf") {
+  geomopt::Rng rng(3);
+  Tree p{Mat<float>::Ones(8, 5), Mat<float>::Ones(3, 7), Eigen::VectorXf::Ones(6),
+         geomopt::Stiefel<float>::random_point(rng, 9, 3)};
+  geomopt::Muon muon;
+  {
+    auto st = muon.init(p);
+    // a and b: momentum only (40 + 21 floats); c: AdamW's two moments; s: Riemannian AdamW's two moments in the
+    // 9 * 3 - 6 = 21 tangent coordinates.
+    CHECK(st.nbytes() == (40 + 21 + 2 * 6 + 2 * 21) * sizeof(float));
+    CHECK(st.muon_leaf_count() == 2);
+    CHECK(st.muon_leaf(0));
+    CHECK(!st.muon_leaf(2));
+    CHECK(st.optimizer() == "Muon");
+  }
+  {
+    auto st = geomopt::ManifoldMuon().init(p);
+    CHECK(st.nbytes() == (40 + 21 + 2 * 6 + 27) * sizeof(float));  // s: its momentum, N x n
+    CHECK(st.muon_leaf(3));
+  }
+  {
+    auto st = muon.init(p, [](const geomopt::ptree::Path& path) {
+      geomopt::LeafOptions o;
+      if (path.str() == "b") o.muon = false;
+      if (path.str() == "a") o.frozen = true;
+      return o;
+    });
+    CHECK(st.nbytes() == (2 * 21 + 2 * 6 + 2 * 21) * sizeof(float));
+    CHECK(st.leaf_frozen(0));
+    CHECK(!st.muon_leaf(1));
+  }
+  auto force = [](const char* which) {
+    return [which](const geomopt::ptree::Path& path) {
+      geomopt::LeafOptions o;
+      if (path.str() == which) o.muon = true;
+      return o;
+    };
+  };
+  CHECK_THROWS_WITH_AS(muon.init(p, force("c")), doctest::Contains("c: Muon steps matrices of at least 2 x 2"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(muon.init(p, force("s")), doctest::Contains("s: Muon steps matrices"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(geomopt::Muon({.momentum = 1}), doctest::Contains("momentum must be in [0, 1)"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(geomopt::ManifoldMuon({.stiefel = {.tolerance = 0}}), doctest::Contains("tolerance"),
+                       std::invalid_argument);
+  // A tree of another shape throws before anything is written.
+  auto st = muon.init(p);
+  Tree q = p, g = p;
+  q.a = Mat<float>::Ones(5, 8);
+  g.a = Mat<float>::Ones(5, 8);
+  const Tree q0 = q;
+  CHECK_THROWS_WITH_AS(muon.step(q, g, st), doctest::Contains("a: the leaf does not match"), geomopt::StructureError);
+  CHECK(q.b == q0.b);
+  CHECK(q.c == q0.c);
+}
+
+TEST_CASE("Muon: clipping and the non-finite policy cover its leaves") {
+  geomopt::Rng rng(5);
+  MuonNet<double> p{gaussian(rng, 4, 2), Eigen::VectorXd::Ones(3)};
+  MuonNet<double> g{gaussian(rng, 4, 2), Eigen::VectorXd::Constant(3, 2.0)};
+  geomopt::Muon muon({}, {.clip_norm = 1.0, .non_finite = geomopt::NonFinitePolicy::skip});
+  auto st = muon.init(p);
+  const auto report = muon.step(p, g, st);
+  CHECK(report.grad_norm == doctest::Approx(std::sqrt(g.w.squaredNorm() + g.b.squaredNorm())).epsilon(1e-14));
+  CHECK(report.clip_scale < 1);
+  const auto p1 = p;
+  std::vector<double> before;
+  st.for_each_slot([&](const std::string&, std::string_view, auto d) {
+    for (Eigen::Index i = 0; i < d.size(); ++i) before.push_back(d.data()[i]);
+  });
+  g.w(1, 1) = std::numeric_limits<double>::infinity();
+  const auto skipped = muon.step(p, g, st);
+  CHECK(!skipped.applied);
+  REQUIRE(skipped.non_finite_leaf != nullptr);
+  CHECK(*skipped.non_finite_leaf == "w");
+  CHECK(p.w == p1.w);
+  CHECK(p.b == p1.b);
+  CHECK(st.step_count() == 1);
+  std::vector<double> after;
+  st.for_each_slot([&](const std::string&, std::string_view, auto d) {
+    for (Eigen::Index i = 0; i < d.size(); ++i) after.push_back(d.data()[i]);
+  });
+  CHECK(before == after);
+}
+
+TEST_CASE("ManifoldMuon direction: closed forms on St(n, n) and the sphere") {
+  geomopt::Rng rng(21);
+  for (auto method : {geomopt::StiefelMuonMethod::fixed_point, geomopt::StiefelMuonMethod::dual_ascent}) {
+    const geomopt::StiefelMuonOptions o{.method = method, .tolerance = 1e-11, .max_iterations = 5000};
+    // Square: A = W Omega with Omega the skew maximizer of <skew(W^T G), Omega>, which is msign(skew(W^T G)).
+    const MatD w = geomopt::Stiefel<double>::random_point(rng, 7, 7).value();
+    const MatD g = gaussian(rng, 7, 7);
+    const MatD k = w.transpose() * g;
+    const MatD expected = w * reference_msign(0.5 * (k - k.transpose()));
+    geomopt::StiefelMuonReport r;
+    const MatD a = geomopt::stiefel_muon_direction(w, g, o, &r);
+    CHECK(r.converged);
+    CHECK((a - expected).norm() < 1e-8);
+    // Sphere: the projected gradient, normalized.
+    const MatD x = geomopt::Stiefel<double>::random_point(rng, 9, 1).value();
+    const MatD gx = gaussian(rng, 9, 1);
+    const MatD proj = gx - x * (x.transpose() * gx);
+    CHECK((geomopt::stiefel_muon_direction(x, gx, o) - proj / proj.norm()).norm() < 1e-10);
+  }
+}
+
+TEST_CASE_TEMPLATE("ManifoldMuon direction: tangent, unit spectral norm, optimal, better aligned than projection", T,
+                   float, double) {
+  geomopt::Rng rng(22);
+  const bool single = std::is_same_v<T, float>;
+  for (int rank : {6, 2}) {  // a full-rank gradient and a rank-deficient one
+    CAPTURE(rank);
+    const MatD w = geomopt::Stiefel<double>::random_point(rng, 30, 6).value();
+    const MatD g = gaussian(rng, 30, rank) * gaussian(rng, rank, 6);
+    const Mat<T> wt = w.cast<T>(), gt = g.cast<T>();
+    for (auto method : {geomopt::StiefelMuonMethod::fixed_point, geomopt::StiefelMuonMethod::dual_ascent}) {
+      CAPTURE(static_cast<int>(method));
+      geomopt::StiefelMuonReport r;
+      std::vector<double> duals;
+      const MatD a = geomopt::stiefel_muon_direction(wt, gt, {.method = method, .max_iterations = 500}, &r, &duals)
+                         .template cast<double>();
+      // A rank-2 gradient is degenerate (the optimal Z is rank-deficient): the iterate is projected instead.
+      CHECK(r.converged == (rank == 6));
+      CHECK(r.projected == (rank != 6));
+      const MatD wd = wt.template cast<double>(), gd = gt.template cast<double>();
+      CHECK((wd.transpose() * a + a.transpose() * wd).norm() <= (single ? 2e-5 : 1e-6));
+      CHECK(spectral_norm(a) == doctest::Approx(1).epsilon(single ? 1e-5 : 1e-9));
+      const double value = (gd.cwiseProduct(a)).sum();
+      CHECK(value == doctest::Approx(r.primal).epsilon(1e-6));
+      if (rank == 6) CHECK(r.dual - r.primal <= 1e-6 * r.dual);  // zero duality gap: optimal
+      if (rank != 6) CHECK(r.dual - r.primal <= 1e-2 * r.dual);
+      // At least as aligned as the normalized projected gradient, a feasible point.
+      const MatD proj = gd - wd * (0.5 * (wd.transpose() * gd + gd.transpose() * wd));
+      CHECK(value >= (gd.cwiseProduct(proj)).sum() / spectral_norm(proj) - 1e-5 * value);
+      if (method == geomopt::StiefelMuonMethod::dual_ascent) {
+        // The dual |G + W X|_* (an upper bound, minimized) improves at every accepted step.
+        for (std::size_t i = 1; i < duals.size(); ++i) CHECK(duals[i] <= duals[i - 1] * (1 + 1e-12));
+        CHECK(duals.back() < duals.front());
+      }
+    }
+  }
+}
+
+namespace {
+template <class T>
+struct StiefelNet {
+  geomopt::Stiefel<T> w;
+  Mat<T> m;
+  GEOMOPT_PTREE(w, m)
+};
+}  // namespace
+
+TEST_CASE("ManifoldMuon: float weights stay on the manifold for 10^4 steps, each retraction to first order") {
+  geomopt::Rng rng(31);
+  StiefelNet<float> p{geomopt::Stiefel<float>::random_point(rng, 64, 16), Mat<float>::Zero(3, 3)};
+  StiefelNet<float> g{p.w, Mat<float>::Ones(3, 3)};
+  geomopt::ManifoldMuon opt({.lr = 0.05});
+  auto st = opt.init(p);
+  for (int k = 0; k < 10000; ++k) {
+    g.w = geomopt::Stiefel<float>(gaussian(rng, 64, 16).cast<float>());
+    opt.step(p, g, st);
+  }
+  CHECK(geomopt::check(p.w) < 1e-5);
+
+  // Each retraction is W - lr A + O(lr^2): halving lr quarters the gap to the first-order point.
+  for (auto retraction : {geomopt::StiefelMuonRetraction::polar, geomopt::StiefelMuonRetraction::cayley,
+                          geomopt::StiefelMuonRetraction::geodesic}) {
+    CAPTURE(static_cast<int>(retraction));
+    StiefelNet<double> q{geomopt::Stiefel<double>::random_point(rng, 12, 4), MatD::Zero(2, 2)};
+    StiefelNet<double> gq{geomopt::Stiefel<double>(gaussian(rng, 12, 4)), MatD::Zero(2, 2)};
+    const MatD a = geomopt::stiefel_muon_direction(q.w.value(), gq.w.value(), {.tolerance = 1e-12});
+    double gaps[2];
+    for (int h = 0; h < 2; ++h) {
+      const double lr = 1e-2 / (1 << h);
+      auto copy = q;
+      geomopt::ManifoldMuon step({.lr = lr, .momentum = 0, .stiefel = {.tolerance = 1e-12},
+                                  .retraction = retraction});
+      auto s = step.init(copy);
+      step.step(copy, gq, s);
+      CHECK(geomopt::check(copy.w) < 1e-13);
+      gaps[h] = (copy.w.value() - (q.w.value() - lr * a)).norm();
+    }
+    CHECK(gaps[1] / gaps[0] == doctest::Approx(0.25).epsilon(0.05));
+  }
+}
+
+TEST_CASE("ManifoldMuon: Brockett's cost on St(20, 5) reaches its minimum with a decaying step") {
+  // f(W) = tr(W^T C W D), D = diag(5, 4, 3, 2, 1): the minimum pairs C's smallest eigenvalues with D's largest.
+  geomopt::Rng rng(41);
+  const MatD b = gaussian(rng, 20, 20);
+  const MatD c = (b + b.transpose()) / 2;
+  Eigen::VectorXd d(5);
+  d << 5, 4, 3, 2, 1;
+  const Eigen::VectorXd lambda = Eigen::SelfAdjointEigenSolver<MatD>(c).eigenvalues();  // ascending
+  const double fmin = d.dot(lambda.head(5));
+  StiefelNet<double> p{geomopt::Stiefel<double>::random_point(rng, 20, 5), MatD::Zero(2, 2)};
+  StiefelNet<double> g{p.w, MatD::Zero(2, 2)};
+  auto f = [&](const MatD& w) { return (w.transpose() * c * w * d.asDiagonal()).trace(); };
+  geomopt::ManifoldMuon opt({.lr = 0.1, .momentum = 0.9},
+                            {.schedule = [](std::int64_t t) { return std::pow(0.997, static_cast<double>(t)); }});
+  auto st = opt.init(p);
+  const double f0 = f(p.w.value());
+  for (int k = 0; k < 6000; ++k) {
+    g.w = geomopt::Stiefel<double>(MatD(2 * c * p.w.value() * d.asDiagonal()));
+    opt.step(p, g, st);
+  }
+  CHECK(f(p.w.value()) - fmin <= 1e-6 * (f0 - fmin));
+  CHECK(geomopt::check(p.w) < 1e-12);
+}
