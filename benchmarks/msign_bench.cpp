@@ -7,10 +7,12 @@
 //   newton_schulz  msign_inplace with Muon's defaults (5 quintic steps) and a preallocated MsignWorkspace
 //   ns_polish      the same and polish_steps = 5
 //   gram           msign_inplace with MsignMethod::gram (the Gram eigendecomposition, in double)
+//   svd            msign_inplace with MsignMethod::svd (BDCSVD, singular values below max(rows, cols) eps(T) s_max
+//                  cut, as gram cuts them)
 //   bdcsvd         Eigen::BDCSVD with thin U and V, then U V^T: the reference of the ratios (MsignMethod::svd is this
 //                  and a rank cut), its decomposition object reused between calls
 //   jacobi         the same with Eigen::JacobiSVD (column-pivoting QR preconditioner), float at the small shapes only
-// The msign rows copy the input into the matrix they map in place in each call (O(rows cols), against the
+// The msign rows (all but bdcsvd and jacobi) copy the input into the matrix they map in place in each call (O(rows cols), against the
 // O(rows cols^2) of every method).
 //
 // Accuracy mode (--accuracy): for each type and shape, a standard normal matrix and an ill-conditioned one
@@ -19,9 +21,10 @@
 // double input (an algorithm independent of the bdcsvd row it checks; a long double reference would add 40 CPU s to
 // this file's compilation). One line per input and method:
 //   accuracy <type> <rows>x<cols> <input> <method> <max|s_i - 1|> <|Q - Q_exact|_F / sqrt(k)> <s_min(Q)> <s_max(Q)>
-//            <band lo> <band hi> <s_min(M) / |M|_F>
-// with k = min(rows, cols), s_i the singular values of the result (BDCSVD in double) and, for the
-// Newton-Schulz rows, the band msign_band predicts for the input's s_min(M) / |M|_F (1 1 for the exact methods).
+//            <band lo> <band hi> <s_min(M) / |M|_F> <#{s_i < 1/2}> <#{s_i(M) <= max(rows, cols) eps(T) s_max(M)}>
+// with k = min(rows, cols), s_i the singular values of the result (BDCSVD in double), for the Newton-Schulz rows
+// the band msign_band predicts for the input's s_min(M) / |M|_F (1 1 for the exact methods), then the number of
+// directions the result drops and the number msign's rank rule (svd and gram) should drop.
 // A non-finite result makes the program exit with status 1.
 //
 // --quick: tiny shapes (float 64x64 and 128x32, double 64x64), for the CI smoke run.
@@ -29,10 +32,12 @@
 
 #include <Eigen/Core>
 #include <Eigen/SVD>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -54,8 +59,8 @@ struct Shape {
   Eigen::Index k() const { return std::min(rows, cols); }
 };
 
-enum class Method { newton_schulz, ns_polish, gram, bdcsvd, jacobi };
-constexpr Method kMethods[] = {Method::newton_schulz, Method::ns_polish, Method::gram, Method::bdcsvd,
+enum class Method { newton_schulz, ns_polish, gram, svd, bdcsvd, jacobi };
+constexpr Method kMethods[] = {Method::newton_schulz, Method::ns_polish, Method::gram, Method::svd, Method::bdcsvd,
                                Method::jacobi};
 
 const char* method_name(Method m) {
@@ -63,6 +68,7 @@ const char* method_name(Method m) {
     case Method::newton_schulz: return "newton_schulz";
     case Method::ns_polish: return "ns_polish";
     case Method::gram: return "gram";
+    case Method::svd: return "svd";
     case Method::bdcsvd: return "bdcsvd";
     case Method::jacobi: return "jacobi";
   }
@@ -95,6 +101,7 @@ geomopt::MsignOptions options(Method m) {
   geomopt::MsignOptions o;
   if (m == Method::ns_polish) o.polish_steps = 5;
   if (m == Method::gram) o.method = geomopt::MsignMethod::gram;
+  if (m == Method::svd) o.method = geomopt::MsignMethod::svd;
   return o;
 }
 
@@ -197,6 +204,8 @@ bool accuracy(Shape s) {
       m_values = svd.singularValues();
     }
     const W s_rel = m_values.minCoeff() / mw.norm();
+    const W cut = static_cast<W>(std::max(s.rows, s.cols)) * std::numeric_limits<T>::epsilon() * m_values.maxCoeff();
+    const long below_rule = (m_values.array() <= cut).count();
     for (Method method : kMethods) {
       if (!runs<T>(method, s)) continue;
       Runner<T> run(method, s);
@@ -214,9 +223,11 @@ bool accuracy(Shape s) {
       std::pair<double, double> band{1, 1};
       if (method == Method::newton_schulz || method == Method::ns_polish)
         band = geomopt::msign_band(options(method), static_cast<double>(s_rel));
-      std::printf("accuracy %s %s %s %s %.3e %.3e %.6g %.6g %.6g %.6g %.3e\n", type_name<T>(), s.name().c_str(),
+      const long dropped = (sv.array() < W(0.5)).count();
+      std::printf("accuracy %s %s %s %s %.3e %.3e %.6g %.6g %.6g %.6g %.3e %ld %ld\n", type_name<T>(), s.name().c_str(),
                   input, method_name(method), dev, err, static_cast<double>(sv.minCoeff()),
-                  static_cast<double>(sv.maxCoeff()), band.first, band.second, static_cast<double>(s_rel));
+                  static_cast<double>(sv.maxCoeff()), band.first, band.second, static_cast<double>(s_rel), dropped,
+                  below_rule);
     }
   }
   return ok;

@@ -9,13 +9,19 @@ shape in the same run, and the accuracy of the result on a standard normal and o
                      same input, relative to its norm sqrt(k)
 
 The methods: newton_schulz (geomopt::msign_inplace with Muon's defaults, 5 quintic steps, preallocated
-MsignWorkspace), ns_polish (the same and polish_steps = 5), gram (MsignMethod::gram), bdcsvd (the reference),
+MsignWorkspace), ns_polish (the same and polish_steps = 5), gram (MsignMethod::gram), svd (MsignMethod::svd),
+bdcsvd (the reference: Eigen::BDCSVD, thin U V^T),
 jacobi (Eigen::JacobiSVD, float at small shapes only). The repetitions of all rows run interleaved in random order, so
 that a noisy stretch of the shared machine spreads over many rows instead of shifting one.
 
-Checks that fail the run (exit 1): a missing or non-positive time, a missing accuracy row, an exact method (gram,
-bdcsvd, jacobi) whose singular values are off 1 by more than 1e-3 (float) or 1e-6 (double), and a Newton-Schulz
-result whose singular values leave the band that geomopt::msign_band predicts for its input (by more than 1e-3).
+msign's exact methods (gram, svd) count singular values below max(rows, cols) eps(T) s_max as zero: where the input
+has such values (float at 1024 rows, whose cut is at 1.2e-4 s_max), their result drops as many directions ("(k cut)"
+beside max abs(s_i - 1), which is then 1), while Eigen's decompositions keep them all.
+
+Checks that fail the run (exit 1): a missing or non-positive time, a missing accuracy row, an exact method whose
+result drops another number of directions than the rank rule says (none for Eigen's) or, dropping none, whose
+singular values are off 1 by more than 1e-3 (float) or 1e-6 (double), and a Newton-Schulz result whose singular
+values leave the band that geomopt::msign_band predicts for its input (by more than 1e-3).
 
 usage: /usr/bin/python3 benchmarks/run_msign.py [--exe PATH | --build DIR] [--repetitions N] [--min-time S]
                                                 [--skip-accuracy] [--quick] [--json FILE]
@@ -31,12 +37,13 @@ import sys
 
 from bench_markdown import ROOT, positive, require, table, write_results
 
-METHODS = ("newton_schulz", "ns_polish", "gram", "bdcsvd", "jacobi")
+METHODS = ("newton_schulz", "ns_polish", "gram", "svd", "bdcsvd", "jacobi")
 LABELS = {"newton_schulz": "Newton-Schulz, Muon's 5 steps", "ns_polish": "Newton-Schulz + 5 polish steps",
-          "gram": "gram (eigh of the Gram matrix, double)", "bdcsvd": "Eigen BDCSVD (reference)",
-          "jacobi": "Eigen JacobiSVD"}
+          "gram": "msign gram (eigh of the Gram matrix, double)", "svd": "msign svd (BDCSVD, rank cut)",
+          "bdcsvd": "Eigen BDCSVD (reference)", "jacobi": "Eigen JacobiSVD"}
 INPUTS = ("gaussian", "ill_conditioned")
-EXACT = ("gram", "bdcsvd", "jacobi")
+RANK_CUT = ("gram", "svd")  # msign's exact methods: singular values below max(rows, cols) eps s_max count as zero
+EXACT = RANK_CUT + ("bdcsvd", "jacobi")
 
 
 def shape_key(shape):
@@ -66,11 +73,12 @@ def run_accuracy(exe, args):
     acc = {}
     for line in out.splitlines():
         f = line.split()
-        if len(f) == 12 and f[0] == "accuracy":
+        if len(f) == 14 and f[0] == "accuracy":
             t, shape, inp, method = f[1:5]
-            dev, err, s_lo, s_hi, band_lo, band_hi, s_rel = (float(x) for x in f[5:])
+            dev, err, s_lo, s_hi, band_lo, band_hi, s_rel = (float(x) for x in f[5:12])
             acc[f"{t}/{shape}/{method}/{inp}"] = {"dev": dev, "err": err, "s_lo": s_lo, "s_hi": s_hi,
-                                                 "band": [band_lo, band_hi], "s_min_rel": s_rel}
+                                                 "band": [band_lo, band_hi], "s_min_rel": s_rel,
+                                                 "dropped": int(f[12]), "below_rule": int(f[13])}
     return acc
 
 
@@ -127,7 +135,8 @@ def main():
                     a = acc.get(f"{t}/{shape}/{method}/{inp}")
                     if not args.skip_accuracy:
                         require(a is not None, f"{t}/{shape}/{method}/{inp}: no accuracy line")
-                    row += [f"{a['dev']:.1e}", f"{a['err']:.1e}"] if a else ["-", "-"]
+                    cut = f" ({a['dropped']} cut)" if a and a["dropped"] and method in EXACT else ""
+                    row += [f"{a['dev']:.1e}{cut}", f"{a['err']:.1e}"] if a else ["-", "-"]
                 rows.append(row)
         table(["shape", "method", "time (ms)", "time / BDCSVD", "Gaussian: max abs(s_i - 1)", "Gaussian: error",
                "ill-conditioned: max abs(s_i - 1)", "ill-conditioned: error"], rows)
@@ -143,7 +152,11 @@ def main():
             a = acc[key]
             t, shape, method, inp = key.split("/")
             if method in EXACT:
-                require(a["dev"] < (1e-3 if t == "float" else 1e-6), f"{key}: exact method off by {a['dev']}")
+                # msign's exact methods drop what the rank rule calls zero and map the rest to 1; Eigen's keep all.
+                cut = a["below_rule"] if method in RANK_CUT else 0
+                require(a["dropped"] == cut, f"{key}: {a['dropped']} directions dropped, the rank rule says {cut}")
+                if not cut:
+                    require(a["dev"] < (1e-3 if t == "float" else 1e-6), f"{key}: exact method off by {a['dev']}")
                 continue
             lo, hi = a["band"]
             require(a["s_lo"] >= lo - 1e-3 and a["s_hi"] <= hi + 1e-3,
