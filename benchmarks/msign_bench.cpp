@@ -204,7 +204,8 @@ bool accuracy(Shape s) {
       m_values = svd.singularValues();
     }
     const W s_rel = m_values.minCoeff() / mw.norm();
-    const W cut = static_cast<W>(std::max(s.rows, s.cols)) * std::numeric_limits<T>::epsilon() * m_values.maxCoeff();
+    const W cut = std::sqrt(static_cast<W>(std::max(s.rows, s.cols))) * std::numeric_limits<T>::epsilon() *
+                  m_values.maxCoeff();
     const long below_rule = (m_values.array() <= cut).count();
     for (Method method : kMethods) {
       if (!runs<T>(method, s)) continue;

@@ -14,9 +14,10 @@ bdcsvd (the reference: Eigen::BDCSVD, thin U V^T),
 jacobi (Eigen::JacobiSVD, float at small shapes only). The repetitions of all rows run interleaved in random order, so
 that a noisy stretch of the shared machine spreads over many rows instead of shifting one.
 
-msign's exact methods (gram, svd) count singular values below max(rows, cols) eps(T) s_max as zero: where the input
-has such values (float at 1024 rows, whose cut is at 1.2e-4 s_max), their result drops as many directions ("(k cut)"
-beside max abs(s_i - 1), which is then 1), while Eigen's decompositions keep them all.
+msign's exact methods (gram, svd) count singular values below sqrt(max(rows, cols)) eps(T) s_max as zero (gram also
+those below sqrt(4 k eps(double)) s_max, what its Gram matrix resolves): where the input has such values, their
+result drops as many directions ("(k cut)" beside max abs(s_i - 1), which is then 1), while Eigen's decompositions
+keep them all.
 
 Checks that fail the run (exit 1): a missing or non-positive time, a missing accuracy row, an exact method whose
 result drops another number of directions than the rank rule says (none for Eigen's) or, dropping none, whose

@@ -33,6 +33,13 @@ struct Net {
   GEOMOPT_PTREE(embed, head)
 };
 
+// A frame on a Stiefel manifold beside the network (the Muon example).
+struct FramedNet {
+  geomopt::Stiefel<double> frame;
+  Net<double> net;
+  GEOMOPT_PTREE(frame, net)
+};
+
 // The least-squares loss |head.W (embed.W x + embed.b) + head.b - y|^2 / 2 of one sample, and its gradients.
 double loss(const Net<double>& net, const Eigen::VectorXd& x, const Eigen::VectorXd& y, Net<double>& grads) {
   const Eigen::VectorXd h = net.embed.weight * x + net.embed.bias;
@@ -104,6 +111,29 @@ int run() {
                !state.leaf_frozen(2) && state.coordinates() == 2 * 4 + 2,
            "the rule froze embed.*");
     expect(loss(params, x, y, grads) < first, "the head alone still learns");
+  }
+  {
+    // A layer on St(12, 4) next to Euclidean ones: ManifoldMuon steps the Stiefel leaf by manifold Muon, the two
+    // weight matrices by Muon and the biases by AdamW, in one call.
+    geomopt::Rng rng(2);
+    FramedNet params{geomopt::Stiefel<double>::random_point(rng, 12, 4), start}, grads = params;
+    const double first = loss(params.net, x, y, grads.net);
+    // snippet-begin: muon
+    geomopt::ManifoldMuon muon({.lr = 0.02, .momentum = 0.95, .nesterov = true, .ns_steps = 5,
+                                .fallback = {.lr = 1e-2, .weight_decay = 0}});
+    auto state = muon.init(params);   // the matrices and the Stiefel leaf: momentum only; the biases: AdamW's moments
+    muon.step(params, grads, state);
+    // snippet-end: muon
+    for (int t = 0; t < 50; ++t) {
+      grads.frame = geomopt::Stiefel<double>(Eigen::MatrixXd(Eigen::MatrixXd::Random(12, 4)));
+      loss(params.net, x, y, grads.net);
+      muon.step(params, grads, state);
+    }
+    expect(loss(params.net, x, y, grads.net) < 0.5 * first, "Muon reduces the loss");
+    expect(geomopt::check(params.frame) < 1e-12, "ManifoldMuon keeps the frame on St(12, 4)");
+    expect(state.muon_leaf_count() == 3 &&
+               state.nbytes() == (12 * 4 + 4 * 3 + 2 * 4 + 2 * (4 + 2)) * sizeof(double),
+           "state: momentum for the frame and the two matrices, AdamW's two moments for the biases");
   }
   return failures;
 }

@@ -350,7 +350,7 @@ TEST_CASE("Muon: clipping and the non-finite policy cover its leaves") {
 TEST_CASE("ManifoldMuon direction: closed forms on St(n, n) and the sphere") {
   geomopt::Rng rng(21);
   for (auto method : {geomopt::StiefelMuonMethod::fixed_point, geomopt::StiefelMuonMethod::dual_ascent}) {
-    const geomopt::StiefelMuonOptions o{.method = method, .tolerance = 1e-11, .max_iterations = 5000};
+    const geomopt::StiefelMuonOptions o{.method = method, .tolerance = 1e-11, .max_iterations = 5000, .smoothing = 0};
     // Square: A = W Omega with Omega the skew maximizer of <skew(W^T G), Omega>, which is msign(skew(W^T G)).
     const MatD w = geomopt::Stiefel<double>::random_point(rng, 7, 7).value();
     const MatD g = gaussian(rng, 7, 7);
@@ -381,18 +381,21 @@ TEST_CASE_TEMPLATE("ManifoldMuon direction: tangent, unit spectral norm, optimal
       CAPTURE(static_cast<int>(method));
       geomopt::StiefelMuonReport r;
       std::vector<double> duals;
-      const MatD a = geomopt::stiefel_muon_direction(wt, gt, {.method = method, .max_iterations = 500}, &r, &duals)
-                         .template cast<double>();
-      // A rank-2 gradient is degenerate (the optimal Z is rank-deficient): the iterate is projected instead.
-      CHECK(r.converged == (rank == 6));
-      CHECK(r.projected == (rank != 6));
+      const bool fixed = method == geomopt::StiefelMuonMethod::fixed_point;
+      // Exact (smoothing 0) on the regular problem; the rank-2 one is degenerate (the optimal Z is rank-deficient)
+      // and takes the default smoothing, with which the fixed point converges and dual ascent runs out and projects.
+      const geomopt::StiefelMuonOptions o{
+          .method = method, .max_iterations = 500, .smoothing = rank == 6 ? 0.0 : 1e-4};
+      const MatD a = geomopt::stiefel_muon_direction(wt, gt, o, &r, &duals).template cast<double>();
+      CHECK(r.converged == (rank == 6 || fixed));
+      CHECK(r.projected == !r.converged);
       const MatD wd = wt.template cast<double>(), gd = gt.template cast<double>();
       CHECK((wd.transpose() * a + a.transpose() * wd).norm() <= (single ? 2e-5 : 1e-6));
       CHECK(spectral_norm(a) == doctest::Approx(1).epsilon(single ? 1e-5 : 1e-9));
       const double value = (gd.cwiseProduct(a)).sum();
       CHECK(value == doctest::Approx(r.primal).epsilon(1e-6));
       if (rank == 6) CHECK(r.dual - r.primal <= 1e-6 * r.dual);  // zero duality gap: optimal
-      if (rank != 6) CHECK(r.dual - r.primal <= 1e-2 * r.dual);
+      if (rank != 6 && fixed) CHECK(r.dual - r.primal <= 1e-3 * r.dual);  // within the smoothing's bound
       // At least as aligned as the normalized projected gradient, a feasible point.
       const MatD proj = gd - wd * (0.5 * (wd.transpose() * gd + gd.transpose() * wd));
       CHECK(value >= (gd.cwiseProduct(proj)).sum() / spectral_norm(proj) - 1e-5 * value);

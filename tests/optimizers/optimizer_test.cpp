@@ -683,6 +683,29 @@ TEST_CASE("a step allocates nothing") {
       }
     }
   }
+  // Muon: Newton-Schulz on matrices large enough to take several product tiles, AdamW for the rest.
+  for (int threads : {1, 2}) {
+    CAPTURE(threads);
+    Net<float> mx = make_net<float>(0.5f), mgr = make_net<float>(0.1f);
+    Wide wide{{Mat<float>::Random(200, 150), Mat<float>::Random(40, 300)}};
+    const Wide wg{{Mat<float>::Random(200, 150), Mat<float>::Random(40, 300)}};
+    geomopt::Muon muon({.weight_decay = 0.01}, {.clip_norm = 0.5, .ema_decay = 0.9,
+                                                 .non_finite = geomopt::NonFinitePolicy::skip, .threads = threads});
+    auto small = muon.init(mx);
+    auto large = muon.init(wide);
+    muon.step(mx, mgr, small);
+    muon.step(wide, wg, large);
+    long allocations = 0;
+    {
+      alloc_count::Window counter;
+      for (int t = 0; t < 3; ++t) {
+        muon.step(mx, mgr, small);
+        muon.step(wide, wg, large);
+      }
+      allocations = counter.count();
+    }
+    CHECK(allocations == 0);
+  }
   {
     alloc_count::report = false;
     alloc_count::Window counter;  // the counter sees allocations

@@ -1,6 +1,6 @@
 // Explicit instantiation declarations for the dense kernels every manifold test reaches, in double and float: the
 // Stiefel-family arithmetic of geomopt/manifolds/detail (lifts, retraction cores, inverse retractions, projections,
-// random points), the SPD core, and the Eigen decompositions they and the tests' dense references use.
+// random points), the SPD core, and the Eigen decompositions they, msign and the tests' dense references use.
 //
 // The test build makes this header the precompiled header of every manifolds and optimizers test that does not
 // configure Eigen itself, so it precedes their code as a force-included header would (tests/CMakeLists.txt), and
@@ -19,6 +19,7 @@
 #define GEOMOPT_TEST_KERNELS(EXT, T)                                                                                  \
   EXT template class Eigen::JacobiSVD<Eigen::Matrix<T, -1, -1>, Eigen::ColPivHouseholderQRPreconditioner>;            \
   EXT template class Eigen::SelfAdjointEigenSolver<Eigen::Matrix<T, -1, -1>>;                                         \
+  EXT template class Eigen::BDCSVD<Eigen::Matrix<T, -1, -1>>;                                                         \
   EXT template class Eigen::HouseholderQR<Eigen::Matrix<T, -1, -1>>;                                                  \
   EXT template class Eigen::PartialPivLU<Eigen::Matrix<T, -1, -1>>;                                                   \
   EXT template class Eigen::LLT<Eigen::Matrix<T, -1, -1>>;                                                            \

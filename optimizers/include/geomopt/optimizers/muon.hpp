@@ -79,9 +79,11 @@ struct StiefelMuonOptions {
   StiefelMuonMethod method = StiefelMuonMethod::fixed_point;
   /// Stop when |W^T A + A^T W|_F <= tolerance.
   double tolerance = 1e-6;
-  int max_iterations = 50;
+  int max_iterations = 100;
   /// Smoothing mu of the dual, relative to |U|_2 (0: none): the singular values s of Z enter as sqrt(s^2 + mu^2).
-  double smoothing = 0;
+  /// It costs a regular problem a relative 1e-7 of tr(U^T A) and lets a degenerate one (a rank-deficient optimal Z,
+  /// e.g. a low-rank U) converge, which without it it does not.
+  double smoothing = 1e-4;
   /// fixed_point: Anderson acceleration over this many past iterates (0: the plain iteration), at most 16.
   int acceleration = 8;
 
