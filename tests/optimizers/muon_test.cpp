@@ -55,7 +55,8 @@ TEST_CASE_TEMPLATE("msign: svd and gram are exact on random, ill-conditioned and
                    double) {
   geomopt::Rng rng(11);
   const double tol = std::is_same_v<T, float> ? 2e-5 : 1e-12;
-  for (auto [rows, cols] : {std::pair{12, 12}, {40, 9}, {9, 40}, {1, 7}, {6, 1}}) {
+  for (const auto& shape : {std::pair{12, 12}, {40, 9}, {9, 40}, {1, 7}, {6, 1}}) {
+    const int rows = shape.first, cols = shape.second;  // not a structured binding: CAPTURE's lambda takes it
     CAPTURE(rows);
     CAPTURE(cols);
     const MatD m = gaussian(rng, rows, cols);

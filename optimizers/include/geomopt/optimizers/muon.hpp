@@ -250,6 +250,7 @@ class StiefelMuonCore {
       dg_.resize(nn, depth);
       prev_f_.resize(nn);
       prev_g_.resize(nn);
+      dfdf_.resize(depth, depth);
     }
     if (residual < best_) {
       best_ = residual;
@@ -260,22 +261,24 @@ class StiefelMuonCore {
       return;
     }
     const Eigen::Map<const Eigen::VectorXd> g(m_.data(), nn), x(x_.data(), nn);
+    const int used = std::min(history_, depth);
     if (history_ > 0) {
+      // The new difference replaces the oldest; dF^T dF is kept up to date by its one new row and column.
       const int slot = (history_ - 1) % depth;
       df_.col(slot) = (g - x) - prev_f_;
       dg_.col(slot) = g - prev_g_;
+      for (int c = 0; c < used; ++c) dfdf_(slot, c) = dfdf_(c, slot) = df_.col(slot).dot(df_.col(c));
     }
     prev_f_ = g - x;
     prev_g_ = g;
-    const int used = std::min(history_, depth);
     ++history_;
     if (used == 0) {
       x_ = m_;
       return;
     }
-    Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, 0, 16, 16> normal =
-        df_.leftCols(used).transpose() * df_.leftCols(used);
-    Eigen::Matrix<double, Eigen::Dynamic, 1, 0, 16, 1> rhs = df_.leftCols(used).transpose() * prev_f_;
+    Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, 0, 16, 16> normal = dfdf_.topLeftCorner(used, used);
+    Eigen::Matrix<double, Eigen::Dynamic, 1, 0, 16, 1> rhs(used);
+    for (int c = 0; c < used; ++c) rhs(c) = df_.col(c).dot(prev_f_);
     normal.diagonal().array() += 1e-12 * normal.trace() + 1e-300;
     const Eigen::Matrix<double, Eigen::Dynamic, 1, 0, 16, 1> gamma = normal.ldlt().solve(rhs);
     Eigen::Map<Eigen::VectorXd>(x_.data(), nn) = g - dg_.leftCols(used) * gamma;
@@ -321,7 +324,7 @@ class StiefelMuonCore {
   double mu2_ = 0;
   int history_ = 0;
   double best_ = 0;
-  Eigen::MatrixXd df_, dg_, best_x_;
+  Eigen::MatrixXd df_, dg_, dfdf_, best_x_;
   Eigen::VectorXd prev_f_, prev_g_;
   Eigen::MatrixXd k_, s0_, x_, m_, gram_, p_, r_, h_, try_;
   Eigen::VectorXd d_, inv_;
