@@ -1,9 +1,10 @@
-// Checkpoints (io/checkpoint.hpp): optimizer state for SGD, Adam and AdamW saved and restored by path, metadata,
+// Checkpoints (io/checkpoint.hpp): optimizer state for SGD, Adam, AdamW, Muon and ManifoldMuon saved and restored by path, metadata,
 // and exact resumption: N steps, a checkpoint, a fresh tree and state loaded from it, N more steps equal 2N steps of
 // an uninterrupted run bit for bit (parameters, every state array, the step count and the moving average).
 #include "common.hpp"
 
 #include <geomopt/io.hpp>
+#include <geomopt/optimizers/muon.hpp>
 #include <geomopt/optimizers/optimizer.hpp>
 
 #include <cmath>
@@ -108,6 +109,12 @@ TEST_CASE("Adam with a transported section and a moving average resumes exactly"
 }
 
 TEST_CASE("AdamW resumes exactly") { check_exact_resume(geomopt::AdamW({.lr = 0.02, .weight_decay = 0.1}), 5); }
+
+TEST_CASE("Muon and ManifoldMuon resume exactly") {
+  // w takes Muon's step, st ManifoldMuon's (Muon hands it to AdamW), the rest AdamW's; the EMA covers them all.
+  check_exact_resume(geomopt::Muon({.lr = 0.02, .weight_decay = 0.1}, {.ema_decay = 0.9}), 4);
+  check_exact_resume(geomopt::ManifoldMuon({.lr = 0.05, .fallback = {.lr = 0.01}}), 4);
+}
 
 TEST_CASE("the state is stored by path with the optimizer's kind, step, hyperparameters and metadata") {
   iotest::ScratchDir dir("state");

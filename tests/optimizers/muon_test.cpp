@@ -17,6 +17,21 @@
 
 namespace {
 
+// 10^4 optimizer steps take 2 s in the Release build and 200 s under ASan and UBSan at -O0: that one case runs in the
+// Release stage only (it checks arithmetic, which the sanitizers do not; every code path it takes is also taken by
+// the cases that do run under them).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(undefined_behavior_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
 template <class T>
 using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
 using MatD = Mat<double>;
@@ -95,9 +110,9 @@ TEST_CASE_TEMPLATE("msign: Newton-Schulz maps the singular values into the band 
   // A matrix whose singular values fill [s_min, 1] |M|_F densely reaches both ends of the band, and no further.
   const geomopt::MsignOptions muon;  // 5 quintic steps with Muon's coefficients
   for (double s_min : {1e-2, 1e-3}) {
-    Eigen::VectorXd s(120);
-    for (int i = 0; i < 120; ++i) s(i) = std::pow(s_min, i / 119.0);
-    const MatD m = with_singular_values(rng, 150, 120, s);
+    Eigen::VectorXd s(48);
+    for (int i = 0; i < 48; ++i) s(i) = std::pow(s_min, i / 47.0);
+    const MatD m = with_singular_values(rng, 60, 48, s);
     const double f = m.norm();
     const auto [lo, hi] = geomopt::msign_band(muon, s.minCoeff() / (f + muon.eps));
     const Eigen::VectorXd out = singular_values(geomopt::msign(Mat<T>(m.cast<T>()), muon).template cast<double>());
@@ -418,19 +433,24 @@ struct StiefelNet {
 };
 }  // namespace
 
-TEST_CASE("ManifoldMuon: float weights stay on the manifold for 10^4 steps, each retraction to first order") {
+TEST_CASE("ManifoldMuon: float weights stay on the manifold for 10^4 steps" * doctest::skip(kSanitized)) {
   geomopt::Rng rng(31);
-  StiefelNet<float> p{geomopt::Stiefel<float>::random_point(rng, 64, 16), Mat<float>::Zero(3, 3)};
+  StiefelNet<float> p{geomopt::Stiefel<float>::random_point(rng, 48, 12), Mat<float>::Zero(3, 3)};
   StiefelNet<float> g{p.w, Mat<float>::Ones(3, 3)};
-  geomopt::ManifoldMuon opt({.lr = 0.05});
+  // The retraction, not the direction's accuracy, keeps W on the manifold: a few solver iterations keep the 10^4
+  // steps cheap under the sanitizers (an unconverged direction is still projected tangent).
+  geomopt::ManifoldMuon opt({.lr = 0.05, .stiefel = {.max_iterations = 3}});
   auto st = opt.init(p);
   for (int k = 0; k < 10000; ++k) {
-    g.w = geomopt::Stiefel<float>(gaussian(rng, 64, 16).cast<float>());
+    g.w = geomopt::Stiefel<float>(gaussian(rng, 48, 12).cast<float>());
     opt.step(p, g, st);
   }
   CHECK(geomopt::check(p.w) < 1e-5);
+}
 
-  // Each retraction is W - lr A + O(lr^2): halving lr quarters the gap to the first-order point.
+TEST_CASE("ManifoldMuon: each retraction is W - lr A to first order and stays on the manifold") {
+  geomopt::Rng rng(32);
+  // Halving lr quarters the gap to the first-order point.
   for (auto retraction : {geomopt::StiefelMuonRetraction::polar, geomopt::StiefelMuonRetraction::cayley,
                           geomopt::StiefelMuonRetraction::geodesic}) {
     CAPTURE(static_cast<int>(retraction));
