@@ -473,14 +473,11 @@ struct MuonLeafWork {
 template <class Tree>
 class MuonState {
  public:
-  using Scalar = ptree::scalar_t<Tree>;
-  using Vector = Eigen::Matrix<Scalar, Eigen::Dynamic, 1>;
-  using MatrixMap = Eigen::Map<Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic>>;
-  using ConstMatrixMap = Eigen::Map<const Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic>>;
-
-  MuonState() = default;
-  MuonState(MuonState&&) noexcept = default;
-  MuonState& operator=(MuonState&&) noexcept = default;
+  // An OptimizerState's types; like it, movable and not copyable.
+  using Scalar = typename OptimizerState<Tree>::Scalar;
+  using Vector = typename OptimizerState<Tree>::Vector;
+  using MatrixMap = typename OptimizerState<Tree>::MatrixMap;
+  using ConstMatrixMap = typename OptimizerState<Tree>::ConstMatrixMap;
 
   std::int64_t step_count() const noexcept { return fallback_.step_count(); }
   void set_step_count(std::int64_t t) { fallback_.set_step_count(t); }
@@ -539,19 +536,7 @@ class MuonState {
         continue;
       }
       // The fallback's arrays of this one leaf, in its own order.
-      const auto& leaf = leaves[i];
-      if (leaf.frozen) continue;
-      auto& fb = self.fallback_;
-      for (std::size_t s = 0; s < fb.slot_names_.size(); ++s) {
-        auto* data = fb.slots_.data() + static_cast<Eigen::Index>(s) * fb.coordinates_ + leaf.offset;
-        f(leaf.path, std::string_view(fb.slot_names_[s]), Map(data, leaf.rows, leaf.cols));
-      }
-      if (leaf.manifold) {
-        auto& stepper = *fb.steppers_[static_cast<std::size_t>(fb.units_[leaf.first_unit].stepper)];
-        if (stepper.section_data() != nullptr)
-          f(leaf.path, std::string_view("section"),
-            Map(stepper.section_data(), stepper.section_rows(), stepper.section_cols()));
-      }
+      OptimizerState<Tree>::visit_leaf_slots(self.fallback_, leaves[i], f);
     }
   }
 

@@ -145,20 +145,23 @@ class OptimizerState {
 
   template <class Self, class F>
   static void visit_slots(Self& self, F& f) {
+    for (const auto& leaf : self.leaves_) visit_leaf_slots(self, leaf, f);
+  }
+
+  // The arrays of one leaf (none when frozen): each slot, then a transported section.
+  template <class Self, class F>
+  static void visit_leaf_slots(Self& self, const detail::LeafRecord& leaf, F& f) {
     using Map = std::conditional_t<std::is_const_v<Self>, ConstMatrixMap, MatrixMap>;
-    const Eigen::Index total = self.coordinates_;
-    for (const auto& leaf : self.leaves_) {
-      if (leaf.frozen) continue;
-      for (std::size_t s = 0; s < self.slot_names_.size(); ++s) {
-        auto* data = self.slots_.data() + static_cast<Eigen::Index>(s) * total + leaf.offset;
-        f(leaf.path, std::string_view(self.slot_names_[s]), Map(data, leaf.rows, leaf.cols));
-      }
-      if (leaf.manifold) {
-        auto& stepper = *self.steppers_[static_cast<std::size_t>(self.units_[leaf.first_unit].stepper)];
-        if (stepper.section_data() != nullptr)
-          f(leaf.path, std::string_view("section"),
-            Map(stepper.section_data(), stepper.section_rows(), stepper.section_cols()));
-      }
+    if (leaf.frozen) return;
+    for (std::size_t s = 0; s < self.slot_names_.size(); ++s) {
+      auto* data = self.slots_.data() + static_cast<Eigen::Index>(s) * self.coordinates_ + leaf.offset;
+      f(leaf.path, std::string_view(self.slot_names_[s]), Map(data, leaf.rows, leaf.cols));
+    }
+    if (leaf.manifold) {
+      auto& stepper = *self.steppers_[static_cast<std::size_t>(self.units_[leaf.first_unit].stepper)];
+      if (stepper.section_data() != nullptr)
+        f(leaf.path, std::string_view("section"),
+          Map(stepper.section_data(), stepper.section_rows(), stepper.section_cols()));
     }
   }
 
