@@ -322,8 +322,8 @@ struct Options {
   Eigen::Index batch = 256;
   double lr = 2e-3;
   double stiefel_lr_scale = 0.5;
-  double muon_lr = 0.02;            // Muon's spectral step on Euclidean matrices (tuned: docs/examples.md)
-  double manifold_muon_lr = 0.02;  // ManifoldMuon's spectral step length on Stiefel leaves
+  double muon_lr = 0.02;           // Muon's spectral step on Euclidean matrices (tuned: docs/examples.md)
+  double manifold_muon_lr = 0.02;  // ManifoldMuon's spectral step length on Stiefel leaves (tuned likewise)
   std::int64_t train_limit = 0, test_limit = 0;
   int threads = 1;
   std::uint64_t seed = 1;
@@ -345,8 +345,8 @@ struct Options {
       "  --batch B            minibatch size (default 256)\n"
       "  --lr LR              Adam's learning rate (and AdamW's beside Muon), cosine-annealed to 0 (default 2e-3)\n"
       "  --stiefel-lr-scale S learning-rate factor of Adam's Stiefel leaves (default 0.5)\n"
-      "  --muon-lr LR         Muon's learning rate on Euclidean matrices, cosine-annealed (default MUONLR)\n"
-      "  --manifold-muon-lr LR  ManifoldMuon's step length on Stiefel leaves, cosine-annealed (default MMUONLR)\n"
+      "  --muon-lr LR         Muon's learning rate on Euclidean matrices, cosine-annealed (default 0.02)\n"
+      "  --manifold-muon-lr LR ManifoldMuon's step length on Stiefel leaves, cosine-annealed (default 0.02)\n"
       "  --train-limit N      use the first N training images (default all 60000)\n"
       "  --test-limit N       use the first N test images (default all 10000)\n"
       "  --threads T          threads of the optimizer step (default 1)\n"
