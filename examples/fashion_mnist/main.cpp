@@ -494,13 +494,15 @@ std::optional<fs::path> plot(const fs::path& dir, const std::vector<Row>& rows, 
   if (plotted.empty()) return std::nullopt;
   const fs::path png = dir / "fashion_mnist.png";
   std::ofstream gp(dir / "plot.gp");
-  gp << "set terminal pngcairo size 1200,480 font ',11'\nset output '" << png.string() << "'\n"
+  // noenhanced: the configurations' underscores are not subscripts. The loss panel's key (two lines a
+  // configuration) goes in two columns below the curves.
+  gp << "set terminal pngcairo noenhanced size 1300,560 font ',11'\nset output '" << png.string() << "'\n"
      << "set multiplot layout 1,2 title 'Fashion-MNIST, Adam and Muon (geomopt)'\nset grid\nset key bottom right\n"
      << "set xlabel 'epoch'\nset ylabel 'test accuracy (%)'\nplot ";
   for (std::size_t i = 0; i < plotted.size(); ++i)
     gp << (i ? ", " : "") << "'" << (dir / (plotted[i] + ".dat")).string() << "' using 1:4 with linespoints lw 2 title '"
        << plotted[i] << "'";
-  gp << "\nset key top right\nset ylabel 'loss'\nset logscale y\nplot ";
+  gp << "\nset key bottom left maxrows " << plotted.size() << " font ',9'\nset ylabel 'loss'\nset logscale y\nplot ";
   for (std::size_t i = 0; i < plotted.size(); ++i) {
     const std::string dat = (dir / (plotted[i] + ".dat")).string();
     gp << (i ? ", " : "") << "'" << dat << "' using 1:2 with linespoints lw 2 lc " << i + 1 << " title '" << plotted[i]
