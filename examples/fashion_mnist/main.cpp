@@ -605,11 +605,13 @@ geomopt::LeafRule leaf_rule(const Config& c, const Options& o) {
 }
 
 // Muon's options for the examples: torch.optim.Muon's defaults (momentum 0.95, Nesterov, five Newton-Schulz steps),
-// no weight decay, and no shape scale. The layers store W as in x out, the transpose of torch's out x in; both hidden
-// layers narrow (784 -> 128 -> 64, and the attention network's n x d and d x 2d matrices are small), so the published
-// scale sqrt(max(1, out / in)) is 1 for the MLPs, which MuonScale::none reproduces, where MuonScale::original on the
-// stored shape would scale by sqrt(in / out), 2.5 and 1.4. The fallback is AdamW without decay, that is Adam at --lr,
-// as in the Adam configurations.
+// no weight decay, and no shape scale. The layers store W as in x out, the transpose of torch's out x in, for which
+// the published scale sqrt(max(1, rows / cols)) is written: sqrt(max(1, out / in)). Both hidden layers of the MLPs
+// narrow (784 -> 128 -> 64), so that is 1 for them, which MuonScale::none reproduces, where MuonScale::original on
+// the stored shape would scale their steps by sqrt(in / out), 2.5 and 1.4. The attention network's two Muon matrices
+// widen (out: 32 -> 64, ffn: 64 -> 128), where the published rule would give sqrt(2); none leaves them at 1 (its
+// rates are untuned anyway). The fallback is AdamW without decay, that is Adam at --lr, as in the Adam
+// configurations.
 geomopt::MuonOptions<geomopt::AdamWKernel> muon_options(double lr, const Options& o) {
   return {.lr = lr,
           .momentum = 0.95,
