@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds geomopt in Release and runs a short version of the flagship example, examples/fashion_mnist: three epochs
 # of free, Stiefel-constrained and attention networks by Adam and of the free and Stiefel ones by Muon and manifold
-# Muon, about four and a half minutes of training on one core. attention_muon (one more minute) runs only when asked
-# for: --configs attention_muon, or all six by name. It prints where the plot and the metrics are. Arguments are
-# passed on and override these (--epochs 10 for the full run, --help for the rest).
+# Muon: 7.5 minutes with GEOMOPT_JOBS=1 from a clean build/release, 4 of them training (docs/examples.md).
+# attention_muon (one more minute) runs only when asked for: --configs attention_muon, or all six by name. It prints
+# where the plot and the metrics are. Arguments are passed on and override these (--epochs 10 for the full run,
+# --help for the rest).
 #
 #   bash scripts/run_example.sh [fashion_mnist options]
 set -euo pipefail
