@@ -488,10 +488,19 @@ TEST_CASE("ManifoldMuon: Brockett's cost on St(20, 5) reaches its minimum with a
                             {.schedule = [](std::int64_t t) { return std::pow(0.997, static_cast<double>(t)); }});
   auto st = opt.init(p);
   const double f0 = f(p.w.value());
+  geomopt::StiefelMuonReport first;
   for (int k = 0; k < 6000; ++k) {
     g.w = geomopt::Stiefel<double>(MatD(2 * c * p.w.value() * d.asDiagonal()));
     opt.step(p, g, st);
+    if (k == 0) first = st.direction_report(0);
   }
   CHECK(f(p.w.value()) - fmin <= 1e-6 * (f0 - fmin));
   CHECK(geomopt::check(p.w) < 1e-12);
+  // The first step's solve was on record: converged, with a duality gap within the smoothing's bound. (At the
+  // minimum the tangent part of U vanishes and the direction is no longer determined.)
+  CHECK(first.converged);
+  CHECK(first.iterations >= 1);
+  CHECK(first.dual - first.primal <= 1e-6 * first.dual);
+  CHECK_THROWS_WITH_AS(st.direction_report(1), doctest::Contains("leaf 1 is not a Stiefel leaf"),
+                       std::invalid_argument);
 }

@@ -80,7 +80,8 @@ struct StiefelMuonOptions {
   /// Stop when |W^T A + A^T W|_F <= tolerance.
   double tolerance = 1e-6;
   int max_iterations = 100;
-  /// Smoothing mu of the dual, relative to |U|_2 (0: none): the singular values s of Z enter as sqrt(s^2 + mu^2).
+  /// Smoothing mu of the dual, relative to the spectral norm of U's tangent projection (0: none): the singular values
+  /// s of Z enter as sqrt(s^2 + mu^2).
   /// It costs a regular problem a relative 1e-7 of tr(U^T A) and lets a degenerate one (a rank-deficient optimal Z,
   /// e.g. a low-rank U) converge, which without it it does not.
   double smoothing = 1e-4;
@@ -180,8 +181,13 @@ class StiefelMuonCore {
     if (!warm) x_ = -0.5 * (k_ + k_.transpose());  // Z = U - W sym(W^T U): the tangent projection of U
     mu2_ = 0;
     if (o.smoothing > 0) {
-      eig_.compute(s0_, Eigen::EigenvaluesOnly);
-      mu2_ = o.smoothing * o.smoothing * std::max(eig_.eigenvalues()(n - 1), 0.0);
+      // mu is relative to the spectral norm of U's tangent projection U - W sym(W^T U), the Z of X = -sym(K): near
+      // a stationary point U is mostly normal to the manifold, and a mu relative to |U|_2 would swamp the part
+      // that decides the direction.
+      try_ = -0.5 * (k_ + k_.transpose());
+      decompose(try_, false);
+      const double top = d_.maxCoeff();
+      mu2_ = o.smoothing * o.smoothing * top * top;
     }
     double alpha = -1;
     history_ = 0;
@@ -354,7 +360,7 @@ class StiefelMuonDirection {
   /// iterate. multiplier, when given, receives the final X (n x n), and with warm the iteration starts from the X it
   /// holds (a step's multiplier as the next one's start measured no faster than the cold start, docs/design.md, so
   /// ManifoldMuon starts cold and keeps no multiplier in its state). Every product runs in double, so a float direction is the exact one rounded once: Z = U + W X has
-  /// singular values down to smoothing |U|_2, and forming Z P in float would amplify Z's rounding by 1 / that.
+  /// singular values down to mu (the smoothing), and forming Z P in float would amplify Z's rounding by 1 / that.
   StiefelMuonReport solve(const T* w, const T* u, T* a, const StiefelMuonOptions& o = {},
                           std::vector<double>* duals = nullptr, T* multiplier = nullptr, bool warm = false) {
     namespace st = detail::stepping;
@@ -450,6 +456,7 @@ struct MuonLeafWork {
   // Stiefel leaves:
   MuonMatrix<T> a, z;                               // the direction; Z = W^T G for the gradient norm
   std::unique_ptr<StiefelMuonDirection<T>> direction;
+  StiefelMuonReport report;                         // of the last step's direction
   Eigen::MatrixXd yd, gram, p;                      // polar: W - lr A in double, its Gram matrix, (Gram)^-1/2
   Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig;
   MuonMatrix<T> pt;
@@ -506,6 +513,15 @@ class MuonState {
   std::size_t muon_leaf_count() const noexcept { return records_.size(); }
   /// The fallback optimizer's state (Muon's leaves appear frozen in it).
   const OptimizerState<Tree>& fallback() const noexcept { return fallback_; }
+  /// ManifoldMuon: what the last step's direction solve of Stiefel leaf i reported (iterations, convergence, duality
+  /// gap; all zero before the first step). Throws std::invalid_argument when leaf i is not one of its Stiefel leaves.
+  const StiefelMuonReport& direction_report(std::size_t i) const {
+    const int m = i < muon_of_leaf_.size() ? muon_of_leaf_[i] : -1;
+    if (m < 0 || !records_[static_cast<std::size_t>(m)].stiefel)
+      throw std::invalid_argument("MuonState::direction_report: leaf " + std::to_string(i) +
+                                  " is not a Stiefel leaf stepped by ManifoldMuon");
+    return work_[static_cast<std::size_t>(m)]->report;
+  }
 
   /// f(path, name, map) for every array of state, by leaf in walk order (see OptimizerState::for_each_slot).
   template <class F>
@@ -870,7 +886,7 @@ class BasicMuon {
         p -= step * u;
       }
     } else {
-      w.direction->solve(ptr.p, w.u.data(), w.a.data(), options_.stiefel);
+      w.report = w.direction->solve(ptr.p, w.u.data(), w.a.data(), options_.stiefel);
       retract(rec, w, ptr.p, static_cast<T>(lr));
     }
     if (ptr.ema != nullptr) {
