@@ -406,7 +406,8 @@ TEST_CASE_TEMPLATE("ManifoldMuon direction: tangent, unit spectral norm, optimal
       CHECK(r.converged == (rank == 6 || fixed));
       CHECK(r.projected == !r.converged);
       const MatD wd = wt.template cast<double>(), gd = gt.template cast<double>();
-      CHECK((wd.transpose() * a + a.transpose() * wd).norm() <= (single ? 2e-5 : 1e-6));
+      // float W is orthonormal to ~1e-7 only, and the smoothed degenerate solve amplifies that by up to 1 / mu.
+      CHECK((wd.transpose() * a + a.transpose() * wd).norm() <= (single ? (rank == 6 ? 2e-5 : 2e-4) : 1e-6));
       CHECK(spectral_norm(a) == doctest::Approx(1).epsilon(single ? 1e-5 : 1e-9));
       const double value = (gd.cwiseProduct(a)).sum();
       CHECK(value == doctest::Approx(r.primal).epsilon(1e-6));
