@@ -359,7 +359,8 @@ class StiefelMuonDirection {
   /// a <- the direction for w and u (N x n column-major each). duals, when given, receives |U + W X|_* at every
   /// iterate. multiplier, when given, receives the final X (n x n), and with warm the iteration starts from the X it
   /// holds (a step's multiplier as the next one's start measured no faster than the cold start, docs/design.md, so
-  /// ManifoldMuon starts cold and keeps no multiplier in its state). Every product runs in double, so a float direction is the exact one rounded once: Z = U + W X has
+  /// ManifoldMuon starts cold and keeps no multiplier in its state). Every product runs in double, so a float
+  /// direction is the exact one rounded once: Z = U + W X has
   /// singular values down to mu (the smoothing), and forming Z P in float would amplify Z's rounding by 1 / that.
   StiefelMuonReport solve(const T* w, const T* u, T* a, const StiefelMuonOptions& o = {},
                           std::vector<double>* duals = nullptr, T* multiplier = nullptr, bool warm = false) {
@@ -429,7 +430,8 @@ class StiefelMuonDirection {
 /// The ManifoldMuon direction as a new matrix (see StiefelMuonDirection).
 template <class T>
 Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> stiefel_muon_direction(
-    const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>& w, const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>& u,
+    const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>& w,
+    const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>& u,
     const StiefelMuonOptions& o = {}, StiefelMuonReport* report = nullptr, std::vector<double>* duals = nullptr) {
   if (u.rows() != w.rows() || u.cols() != w.cols())
     throw std::invalid_argument("stiefel_muon_direction: U is " + std::to_string(u.rows()) + "x" +
@@ -619,19 +621,19 @@ class BasicMuon {
             }
           } else {
             std::size_t blocks = 0;
+            bool contiguous = true;
             ptree::detail::for_each_block(
                 [&](const auto& b) {
                   ++blocks;
                   rec.rows = ptree::detail::block_rows(b);
                   rec.cols = ptree::detail::block_cols(b);
-                  if constexpr (!std::is_arithmetic_v<std::remove_cvref_t<decltype(b)>>) {
-                    if (!detail::block_contiguous(b)) blocks = 99;
-                  }
+                  contiguous = contiguous && detail::block_contiguous(b);
                 },
                 leaf);
-            eligible = blocks == 1 && rec.rows >= 2 && rec.cols >= 2;
-            kind = blocks == 1 ? "a " + std::to_string(rec.rows) + "x" + std::to_string(rec.cols) + " block"
-                               : "a leaf of " + std::to_string(blocks) + " storage blocks";
+            eligible = blocks == 1 && contiguous && rec.rows >= 2 && rec.cols >= 2;
+            kind = blocks != 1   ? "a leaf of " + std::to_string(blocks) + " storage blocks"
+                   : contiguous ? "a " + std::to_string(rec.rows) + "x" + std::to_string(rec.cols) + " block"
+                                : "a non-contiguous block";
           }
           const bool chosen = lo.muon.value_or(eligible);
           if (!chosen) return;
@@ -840,8 +842,9 @@ class BasicMuon {
           const detail::stepping::ConstMatrixMap<T> w(ptr.p, rec.rows, rec.cols);
           detail::stepping::product<T>(z, w, detail::stepping::Op::transposed, g, detail::stepping::Op::plain, T(1),
                                        false);
-          const Eigen::MatrixXd zd = z.template cast<double>();
-          sq += -zd.squaredNorm() + 0.5 * (zd - zd.transpose()).squaredNorm();
+          // Lazy expressions: no temporary in the step.
+          sq += -z.template cast<double>().squaredNorm() +
+                0.5 * (z - z.transpose()).template cast<double>().squaredNorm();
         }
         total += sq;
       }
