@@ -4,6 +4,7 @@
 #include "geomopt/io/detail/view.hpp"
 #include "geomopt/io/error.hpp"
 #include "geomopt/io/options.hpp"
+#include "guard.hpp"
 
 namespace geomopt::io {
 
@@ -71,8 +72,8 @@ bool LoadOptions::is_valid(std::string* error) const {
   std::string why;
   if (group.empty() || group.front() == '/' || group.back() == '/' || group.find("//") != std::string::npos)
     why = "group must be a relative path like \"params\" or \"run/params\", got \"" + group + "\"";
-  else if (!(isolate_timeout > 0))
-    why = "isolate_timeout must be a positive number of seconds, got " + std::to_string(isolate_timeout);
+  else
+    why = detail::timeout_problem("isolate_timeout", isolate_timeout);
   if (!why.empty() && error != nullptr) *error = why;
   return why.empty();
 }

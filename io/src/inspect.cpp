@@ -255,6 +255,8 @@ void check_structure(const std::string& filename, const std::vector<std::string>
 
 std::string describe(const std::string& filename, double check_timeout) {
   const std::string context = "describe(\"" + filename + "\")";
+  const std::string why = detail::timeout_problem("check_timeout", check_timeout);
+  if (!why.empty()) throw Error(context, {{ProblemKind::file, "", why}});
   std::error_code ec;
   if (!std::filesystem::is_regular_file(filename, ec))
     throw Error(context, {{ProblemKind::file, "", "no such file: " + filename}});

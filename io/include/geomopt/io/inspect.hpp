@@ -8,7 +8,8 @@
 
 namespace geomopt::io {
 
-/// The file's structure is read in a child process first, as a load does, limited to `check_timeout` seconds.
+/// The file's structure is read in a child process first, as a load does, limited to `check_timeout` seconds
+/// (positive; infinity for no limit: anything else throws Error naming check_timeout).
 std::string describe(const std::string& filename, double check_timeout = 60);
 
 namespace detail {
