@@ -3,8 +3,9 @@
 //
 // The data path. A block stored contiguously in the file, in exactly the tree's scalar type, is read with pread()
 // from HDF5's own file descriptor at the dataset's address: straight into the tree when the memory orders agree,
-// through a cache-sized buffer and a transpose when the tree's matrix is column-major. This is one pass over memory
-// and touches no fresh pages (on virtual machines a first touch of fresh memory costs more than the copy). Every
+// through a cache-sized buffer and a transpose when the tree's matrix is column-major, the blocks shared among up to
+// four threads when there is enough data (read_raw_blocks). This is one pass over memory and touches no fresh pages
+// (on virtual machines a first touch of fresh memory costs more than the copy). Every
 // other block (chunked, compressed, another scalar type, bool) goes through HDF5 into a staging area first, before
 // anything in the tree changes. What is left to fail after the checks is the operating system's read of the file
 // (an I/O error of the device, or the file cut short underneath the load); the Error then says which leaves were
@@ -16,12 +17,16 @@
 #include <cerrno>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
+#include <system_error>
+#include <thread>
 
 #include "geomopt/io/detail/view.hpp"
 #include "geomopt/io/error.hpp"
@@ -43,7 +48,7 @@ struct Planned {
   std::string h5path;  // the dataset
   std::string what;    // the leaf path (and block) for messages
   const BlockView* block;
-  Dtype memory;  // the type HDF5 converts to while reading
+  Dtype memory;            // the type HDF5 converts to while reading
   std::size_t offset = 0;  // in the staging area
   std::size_t bytes = 0;
   haddr_t address = HADDR_UNDEF;  // the data's offset in the file, for a block read by pread(); else staged
@@ -326,7 +331,8 @@ class Reader {
     }
     if (!ok) return false;
     Planned p{h5path, where, &b, memory, 0, dtype_size(b.dtype) * static_cast<std::size_t>(b.rows * b.cols)};
-    if (memory == b.dtype && b.dtype != Dtype::boolean && p.bytes != 0) p.address = raw_address(d.get(), type.get(), b, p.bytes);
+    if (memory == b.dtype && b.dtype != Dtype::boolean && p.bytes != 0)
+      p.address = raw_address(d.get(), type.get(), b, p.bytes);
     if (p.address == HADDR_UNDEF) {
       p.offset = total_;
       total_ += (p.bytes + 63) / 64 * 64;  // every staged block 64-byte aligned
@@ -363,7 +369,6 @@ class Reader {
   }
 
  private:
-
   hid_t file_;
   LoadOptions options_;
   LoadReport& report_;
@@ -438,6 +443,60 @@ bool read_raw(int fd, const Planned& p, std::vector<unsigned char>& panel) {
   return true;
 }
 
+// Every block read by pread(), on up to kMaxReaders threads (this one and helpers) when there is at least
+// kBytesPerReader of data for each: copying out of the page cache and transposing are bound by one core's memory
+// traffic, not by the device, so a second core nearly halves a large load. Blocks are handed out one at a time; the
+// first failure stops the rest. Returns the block that failed (its errno in *error), or nullptr; *written counts the
+// blocks read in full, whichever thread read them.
+const Planned* read_raw_blocks(int fd, const std::vector<Planned>& plan, std::size_t* written, int* error) {
+  constexpr std::size_t kMaxReaders = 4;
+  constexpr std::size_t kBytesPerReader = std::size_t{16} << 20;
+  std::vector<const Planned*> raw;
+  std::size_t bytes = 0;
+  for (const Planned& p : plan)
+    if (p.address != HADDR_UNDEF) {
+      raw.push_back(&p);
+      bytes += p.bytes;
+    }
+  const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t readers = std::min(
+      {kMaxReaders, cores, std::max<std::size_t>(1, bytes / kBytesPerReader), std::max<std::size_t>(1, raw.size())});
+  std::atomic<std::size_t> next{0}, done{0};
+  std::atomic<bool> stop{false};
+  std::mutex failure;
+  const Planned* failed = nullptr;
+  auto work = [&] {
+    std::vector<unsigned char> panel;
+    while (!stop.load(std::memory_order_relaxed)) {
+      const std::size_t i = next.fetch_add(1, std::memory_order_relaxed);
+      if (i >= raw.size()) return;
+      if (read_raw(fd, *raw[i], panel)) {
+        done.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      const int e = errno;
+      const std::lock_guard<std::mutex> lock(failure);
+      if (failed == nullptr) {
+        failed = raw[i];
+        *error = e;
+      }
+      stop = true;
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (std::size_t t = 1; t < readers; ++t) {
+    try {
+      helpers.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // no thread to spare: the others read it all
+    }
+  }
+  work();
+  for (std::thread& h : helpers) h.join();
+  *written = done.load();
+  return failed;
+}
+
 void commit(const Planned& p, const unsigned char* src) {
   const BlockView& b = *p.block;
   const std::size_t n = static_cast<std::size_t>(b.rows * b.cols);
@@ -494,19 +553,14 @@ LoadReport read_pass(const std::string& filename, const std::vector<GroupView>& 
     if (!problems.empty()) throw Error(context, std::move(problems));
     if (dry) return report;
     // Everything is checked: the tree changes now. Only the operating system's read can still fail.
-    std::vector<unsigned char> panel;
     std::size_t written = 0;
-    for (const Planned& p : reader.plan()) {
-      if (p.address == HADDR_UNDEF) continue;
-      if (!read_raw(fd, p, panel)) {
-        const std::string why = std::strerror(errno);
-        problems.push_back({ProblemKind::file, p.what,
-                            "the operating system failed to read the data (" + why + ") after every check had "
-                            "passed; the tree is partly loaded (" + std::to_string(written) +
-                                " blocks were already read into it)"});
-        throw Error(context, std::move(problems));
-      }
-      ++written;
+    int error = 0;
+    if (const Planned* failed = read_raw_blocks(fd, reader.plan(), &written, &error)) {
+      problems.push_back({ProblemKind::file, failed->what,
+                          "the operating system failed to read the data (" + std::string(std::strerror(error)) +
+                              ") after every check had passed; the tree is partly loaded (" + std::to_string(written) +
+                              " blocks were already read into it)"});
+      throw Error(context, std::move(problems));
     }
     for (const Planned& p : reader.plan())
       if (p.address == HADDR_UNDEF) commit(p, arena.at(p.offset));

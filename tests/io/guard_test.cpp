@@ -317,3 +317,37 @@ TEST_CASE("describe and load refuse a check timeout that is not a positive numbe
   CHECK(geomopt::io::load(good, t, {.isolate_timeout = inf}).complete());
   CHECK(iotest::snapshot(t) == iotest::snapshot(make_tree(1.0)));
 }
+
+namespace {
+using RowMatrixXf = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+struct Large {
+  std::map<std::string, Eigen::MatrixXf> col;  // transposed on the way in, panel by panel
+  std::map<std::string, RowMatrixXf> row;      // read straight into the tree
+  Eigen::VectorXd v;
+  GEOMOPT_PTREE(col, row, v)
+};
+Large make_large(double start) {
+  Large t;
+  for (int i = 0; i < 4; ++i) {
+    t.col["c" + std::to_string(i)] = Eigen::MatrixXf(1024 + 3 * i, 1000 + i);
+    t.row["r" + std::to_string(i)] = RowMatrixXf(997 + i, 1024 + 5 * i);
+  }
+  t.v = Eigen::VectorXd(1 << 20);
+  iotest::fill(t, start, 0.25);
+  return t;
+}
+}  // namespace
+
+TEST_CASE("a load large enough to share its blocks among reader threads is bit for bit") {
+  // About 40 MB of contiguous data: more than one reader's share (16 MB), so every core up to four reads blocks.
+  iotest::ScratchDir dir("guard_large");
+  const std::string file = dir.file("large.h5");
+  const Large saved = make_large(1.0);
+  geomopt::io::save(file, saved, {.durable = false});
+  for (bool isolate : {true, false}) {
+    CAPTURE(isolate);
+    Large t = make_large(-5.0);
+    CHECK(geomopt::io::load(file, t, {.isolate = isolate}).complete());
+    CHECK(iotest::snapshot(t) == iotest::snapshot(saved));
+  }
+}
