@@ -70,7 +70,7 @@ int run() {
     Model<double> restored = pt::zeros_like(params);        // a prototype: shapes from it, numbers from the file
     auto restored_state = adam.init(restored);               // the same optimizer and settings
     geomopt::io::LoadReport report = geomopt::io::load_checkpoint("run.h5", restored, restored_state);
-    std::cout << report.brief_report() << "\n";              // "loaded 6 leaves; ...": 2 parameters, 4 moments
+    std::cout << report.brief_report() << "\n";              // "loaded 2 leaves and 4 state arrays; ..."
 
     adam.step(params, grads, state);                         // the two runs go on bit for bit alike
     adam.step(restored, grads, restored_state);

@@ -26,6 +26,10 @@ const char* kind_name(ProblemKind kind) noexcept {
       return "metadata";
     case ProblemKind::tie:
       return "tie";
+    case ProblemKind::checksum:
+      return "checksum";
+    case ProblemKind::value:
+      return "value";
   }
   return "problem";
 }
@@ -79,8 +83,10 @@ bool LoadOptions::is_valid(std::string* error) const {
 }
 
 std::string LoadReport::brief_report() const {
-  std::string s = "loaded " + std::to_string(loaded.size()) + (loaded.size() == 1 ? " leaf" : " leaves") + "; " +
-                  std::to_string(missing.size()) + " missing, " + std::to_string(unexpected.size()) + " unexpected";
+  std::string s = "loaded " + std::to_string(loaded.size()) + (loaded.size() == 1 ? " leaf" : " leaves");
+  if (!state.empty())
+    s += " and " + std::to_string(state.size()) + (state.size() == 1 ? " state array" : " state arrays");
+  s += "; " + std::to_string(missing.size()) + " missing, " + std::to_string(unexpected.size()) + " unexpected";
   if (!cast.empty()) s += ", " + std::to_string(cast.size()) + " cast";
   if (!differences.empty()) s += ", " + std::to_string(differences.size()) + " differences";
   return s;

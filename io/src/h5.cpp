@@ -449,6 +449,20 @@ bool exists(hid_t file, const std::string& h5path) {
   }
 }
 
+bool exists_or_throw(hid_t file, const std::string& h5path) {
+  if (h5path == "/") return true;
+  std::size_t pos = 1;
+  while (true) {
+    const std::size_t next = h5path.find('/', pos);
+    const std::string prefix = h5path.substr(0, next);
+    const htri_t e = H5Lexists(file, prefix.c_str(), H5P_DEFAULT);
+    if (e < 0) throw Failure("cannot look up " + prefix + " (the group holding it is damaged): " + last_error());
+    if (e == 0) return false;
+    if (next == std::string::npos) return true;
+    pos = next + 1;
+  }
+}
+
 std::optional<std::vector<hsize_t>> dimensions(hid_t dataset) {
   Id space = checked(H5Dget_space(dataset), H5Sclose, "dataspace");
   const H5S_class_t c = H5Sget_simple_extent_type(space.get());

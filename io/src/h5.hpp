@@ -109,6 +109,8 @@ std::map<std::string, Entry> list_links(hid_t file, const std::string& h5path, s
 /// "/params/layers/0/weight" from the group and the segments.
 std::string object_path(const std::string& group, const std::vector<std::string>& segments);
 bool exists(hid_t file, const std::string& h5path);
+/// Like exists, but a link that cannot be looked up (a damaged group) throws Failure instead of counting as absent.
+bool exists_or_throw(hid_t file, const std::string& h5path);
 
 /// The dimensions of a dataset (empty for a scalar); nullopt for a null dataspace.
 std::optional<std::vector<hsize_t>> dimensions(hid_t dataset);

@@ -10,6 +10,8 @@
 // anything in the tree changes. What is left to fail after the checks is the operating system's read of the file
 // (an I/O error of the device, or the file cut short underneath the load); the Error then says which leaves were
 // already overwritten.
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,16 +20,19 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <system_error>
 #include <thread>
 
+#include "checksum.hpp"
 #include "geomopt/io/detail/view.hpp"
 #include "geomopt/io/error.hpp"
 #include "guard.hpp"
@@ -51,8 +56,13 @@ struct Planned {
   Dtype memory;            // the type HDF5 converts to while reading
   std::size_t offset = 0;  // in the staging area
   std::size_t bytes = 0;
-  haddr_t address = HADDR_UNDEF;  // the data's offset in the file, for a block read by pread(); else staged
+  haddr_t address = HADDR_UNDEF;       // the data's offset in the file, for a block read by pread(); else staged
+  Dtype stored = Dtype::f64;           // the dataset's scalar type in the file
+  std::optional<std::uint32_t> crc{};  // the CRC-32 the file records for the data, when it has one and it is checked
 };
+
+// The version of the layout this reader understands (the root's format_version).
+constexpr std::int64_t kFormatVersion = 1;
 
 // The staging area of the blocks HDF5 reads: one allocation, in huge pages where the kernel offers them, since page
 // faults of a fresh buffer cost as much as the copy itself.
@@ -101,16 +111,26 @@ class Reader {
   std::vector<std::pair<std::string, Attribute>> group(const GroupView& g) {
     const std::string root = "/" + g.group;
     std::vector<std::pair<std::string, Attribute>> attributes;
-    const bool present = h5::exists(file_, root);
+    const bool present = h5::exists_or_throw(file_, root);
     if (present) {
       Id obj = checked(H5Oopen(file_, root.c_str(), H5P_DEFAULT), H5Oclose, root);
       attributes = h5::read_attributes(obj.get());
+      check_attributes_checksum(g, attributes);
     }
     compare_attributes(g, attributes, present);
+    check_counters(g, attributes, present);
     if (!g.has_tree) return attributes;
     if (!present) {
-      problems_.push_back({ProblemKind::missing, "", "no group " + root + " in the file (" + root_listing() + ")"});
-      for (const LeafView& leaf : g.leaves) missing(g, leaf.path);
+      // One problem for the whole group: its leaves are missing because it is, not one by one.
+      std::string why = "no group " + root + " in the file (" + root_listing() + ")";
+      if (options_.strict) {
+        if (!g.leaves.empty())
+          why += ": the tree's " + std::to_string(g.leaves.size()) +
+                 (g.leaves.size() == 1 ? " leaf is" : " leaves are") + " missing";
+        problems_.push_back({ProblemKind::missing, "", why});
+      } else {
+        for (const LeafView& leaf : g.leaves) missing(g, leaf.path);
+      }
       return attributes;
     }
     const auto entries = h5::list_links(file_, root, nullptr);
@@ -194,6 +214,52 @@ class Reader {
       report_.missing.push_back(label(g, path));
   }
 
+  // The attributes' CRC-32, where the file records one; the checksum attribute itself is then dropped from the
+  // list, so that it never reaches a report's metadata.
+  void check_attributes_checksum(const GroupView& g, std::vector<std::pair<std::string, Attribute>>& found) {
+    const auto it =
+        std::find_if(found.begin(), found.end(), [](const auto& a) { return a.first == kAttributesChecksumAttribute; });
+    if (it == found.end()) return;
+    const Attribute recorded = it->second;
+    found.erase(it);
+    if (!options_.verify_checksums) return;
+    const std::uint32_t actual = attributes_crc32(found);
+    const auto* r = std::get_if<std::int64_t>(&recorded);
+    if (r != nullptr && *r == static_cast<std::int64_t>(actual)) return;
+    problems_.push_back({ProblemKind::checksum, g.group,
+                         "the attributes of /" + g.group + " do not match their checksum (" +
+                             kAttributesChecksumAttribute + " is " + h5::attribute_text(recorded) +
+                             ", the attributes give " + std::to_string(actual) +
+                             "): they were changed or damaged after the save"});
+  }
+
+  void check_counters(const GroupView& g, const std::vector<std::pair<std::string, Attribute>>& found, bool present) {
+    if (!present) return;  // the missing group is reported by itself
+    for (const auto& [name, bound] : g.counters) {
+      const auto it = std::find_if(found.begin(), found.end(), [&](const auto& a) { return a.first == name; });
+      const std::string expected = "an integer from 0 to " + std::to_string(bound) + " is expected";
+      if (it == found.end()) {
+        const std::string why = name + " is absent in the file; " + expected;
+        if (options_.strict)
+          problems_.push_back({ProblemKind::metadata, g.group, why});
+        else
+          report_.differences.push_back(g.group + ": " + why + " (the state keeps its own)");
+        continue;
+      }
+      const Attribute& v = it->second;
+      std::string found_text;
+      if (const auto* i = std::get_if<std::int64_t>(&v)) {
+        if (*i >= 0 && *i <= bound) continue;
+        found_text = std::to_string(*i);
+      } else if (std::holds_alternative<double>(v)) {
+        found_text = "the real number " + h5::attribute_text(v);
+      } else {
+        found_text = "the string " + h5::attribute_text(v);
+      }
+      problems_.push_back({ProblemKind::metadata, g.group, name + " is " + found_text + " in the file; " + expected});
+    }
+  }
+
   void compare_attributes(const GroupView& g, const std::vector<std::pair<std::string, Attribute>>& found,
                           bool present) {
     for (const auto& [name, value] : g.attributes) {
@@ -239,7 +305,7 @@ class Reader {
         problems_.push_back({ProblemKind::type, where, "a plain array in the tree, a structured leaf in the file"});
         return;
       }
-      if (plan_block(where, e.h5path, leaf.blocks.at(0))) report_.loaded.push_back(where);
+      if (plan_block(where, e.h5path, leaf.blocks.at(0))) (g.state ? report_.state : report_.loaded).push_back(where);
       return;
     }
     if (e.kind != EntryKind::structured) {
@@ -258,9 +324,15 @@ class Reader {
     for (const auto& [name, value] : leaf.metadata) {
       const auto f = h5::read_attribute(grp.get(), name);
       if (f && std::holds_alternative<std::int64_t>(*f) && std::get<std::int64_t>(*f) == value) continue;
+      std::string found_text = "absent";
+      if (f && std::holds_alternative<std::int64_t>(*f))
+        found_text = h5::attribute_text(*f);
+      else if (f && std::holds_alternative<double>(*f))
+        found_text = "the real number " + h5::attribute_text(*f) + " (an integer attribute is expected)";
+      else if (f)
+        found_text = "the string " + h5::attribute_text(*f) + " (an integer attribute is expected)";
       problems_.push_back({ProblemKind::metadata, where,
-                           name + " is " + (f ? h5::attribute_text(*f) : std::string("absent")) + " in the file, " +
-                               std::to_string(value) + " in the tree"});
+                           name + " is " + found_text + " in the file, " + std::to_string(value) + " in the tree"});
       ok = false;
     }
     H5G_info_t info;
@@ -284,7 +356,7 @@ class Reader {
                       leaf.blocks[b]) &&
            ok;
     }
-    if (ok) report_.loaded.push_back(where);
+    if (ok) (g.state ? report_.state : report_.loaded).push_back(where);
   }
 
   bool plan_block(const std::string& where, const std::string& h5path, const BlockView& b) {
@@ -329,8 +401,23 @@ class Reader {
         ok = false;
       }
     }
+    std::optional<std::uint32_t> crc;
+    if (options_.verify_checksums) {
+      if (const auto recorded = h5::read_attribute(d.get(), kChecksumAttribute)) {
+        const auto* r = std::get_if<std::int64_t>(&*recorded);
+        if (r == nullptr || *r < 0 || *r > 0xFFFFFFFFLL) {
+          problems_.push_back({ProblemKind::checksum, where,
+                               std::string("the checksum attribute ") + kChecksumAttribute + " is " +
+                                   h5::attribute_text(*recorded) + "; a CRC-32 from 0 to 4294967295 is expected"});
+          return false;
+        }
+        crc = static_cast<std::uint32_t>(*r);
+      }
+    }
     if (!ok) return false;
     Planned p{h5path, where, &b, memory, 0, dtype_size(b.dtype) * static_cast<std::size_t>(b.rows * b.cols)};
+    p.stored = *dtype;
+    p.crc = crc;
     if (memory == b.dtype && b.dtype != Dtype::boolean && p.bytes != 0)
       p.address = raw_address(d.get(), type.get(), b, p.bytes);
     if (p.address == HADDR_UNDEF) {
@@ -511,6 +598,53 @@ void commit(const Planned& p, const unsigned char* src) {
   }
 }
 
+// The root's format_version: a version this reader does not know is always refused (its layout may mean something
+// else); an absent one is accepted for a plain tree (h5py writes none) and refused by a strict checkpoint load, whose
+// step and state layout are geomopt's own.
+void check_format_version(hid_t file, const std::vector<GroupView>& groups, const LoadOptions& options,
+                          std::vector<Problem>& problems) {
+  Id root = checked(H5Oopen(file, "/", H5P_DEFAULT), H5Oclose, "/");
+  const auto v = h5::read_attribute(root.get(), "format_version");
+  const std::string known = "this reader understands format_version " + std::to_string(kFormatVersion);
+  if (!v) {
+    const bool checkpoint = std::any_of(groups.begin(), groups.end(), [](const GroupView& g) { return g.state; });
+    if (checkpoint && options.strict)
+      problems.push_back({ProblemKind::metadata, "",
+                          "format_version is absent from the file's root; " + known +
+                              " (a checkpoint saved by geomopt has it; LoadOptions::strict = false reads without)"});
+    return;
+  }
+  const auto* i = std::get_if<std::int64_t>(&*v);
+  if (i != nullptr && *i == kFormatVersion) return;
+  std::string found = h5::attribute_text(*v);
+  if (i == nullptr) found = (std::holds_alternative<double>(*v) ? "the real number " : "the string ") + found;
+  problems.push_back(
+      {ProblemKind::metadata, "",
+       "format_version is " + found + " in the file; " + known +
+           (i != nullptr && *i > kFormatVersion ? " (a newer geomopt wrote the file: update to read it)" : "")});
+}
+
+// The CRC-32 of a block's bytes in the file, read by pread() through a buffer that stays in cache; false with errno
+// set when the read fails.
+bool raw_crc32(int fd, const Planned& p, std::vector<unsigned char>& buffer, std::uint32_t* crc) {
+  constexpr std::size_t kBufferBytes = std::size_t{256} << 10;
+  if (buffer.size() < kBufferBytes) buffer.resize(kBufferBytes);
+  std::uint32_t c = 0;
+  for (std::size_t done = 0; done < p.bytes;) {
+    const std::size_t n = std::min(kBufferBytes, p.bytes - done);
+    if (!pread_all(fd, buffer.data(), n, p.address + done)) return false;
+    c = crc32(c, buffer.data(), n);
+    done += n;
+  }
+  *crc = c;
+  return true;
+}
+
+std::string checksum_mismatch(std::uint32_t recorded, std::uint32_t actual) {
+  return "the data does not match its checksum (crc32 is " + std::to_string(recorded) +
+         " in the file, the data gives " + std::to_string(actual) + "): it was changed or damaged after the save";
+}
+
 // The whole load; `dry` (in crash_guard's forked child) does all of it, in the same order and with the same
 // allocations, but stops before the commit, so the child replays exactly what this process is about to do.
 LoadReport read_pass(const std::string& filename, const std::vector<GroupView>& groups, const LoadOptions& options,
@@ -531,6 +665,7 @@ LoadReport read_pass(const std::string& filename, const std::vector<GroupView>& 
       throw file_problem("cannot open " + filename + " as HDF5 (corrupt or truncated?): " + h5::last_error());
     Id file(raw, H5Fclose);
 
+    check_format_version(file.get(), groups, options, problems);
     Reader reader(file.get(), options, report, problems);
     std::uint64_t file_size = 0;
     const int fd = raw_descriptor(file.get(), &file_size);
@@ -552,6 +687,37 @@ LoadReport read_pass(const std::string& filename, const std::vector<GroupView>& 
     }
     if (!problems.empty()) throw Error(context, std::move(problems));
     if (dry) return report;
+    // The checksums, before anything in the tree changes. A staged block holds the file's values in the file's own
+    // scalar type unless a cast converted it; a converted one is read once more as stored.
+    static_assert(std::endian::native == std::endian::little, "checksums are computed on little-endian bytes");
+    std::vector<unsigned char> buffer;
+    for (const Planned& p : reader.plan()) {
+      if (!p.crc) continue;
+      std::uint32_t actual = 0;
+      if (p.bytes == 0) {
+        actual = crc32(0, nullptr, 0);
+      } else if (p.address != HADDR_UNDEF) {
+        if (!raw_crc32(fd, p, buffer, &actual)) {
+          problems.push_back({ProblemKind::file, p.what,
+                              std::string("cannot read the data to check its checksum: ") + std::strerror(errno)});
+          continue;
+        }
+      } else if (p.memory == p.stored) {
+        actual = crc32(0, arena.at(p.offset), p.bytes);
+      } else {
+        const std::size_t n = static_cast<std::size_t>(p.block->rows * p.block->cols);
+        std::vector<unsigned char> as_stored(n * dtype_size(p.stored));
+        Id d = checked(H5Dopen2(file.get(), p.h5path.c_str(), H5P_DEFAULT), H5Dclose, p.what);
+        Id mtype = h5::memory_type(p.stored);
+        if (H5Dread(d.get(), mtype.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, as_stored.data()) < 0) {
+          problems.push_back({ProblemKind::file, p.what, "cannot read the data: " + h5::last_error()});
+          continue;
+        }
+        actual = crc32(0, as_stored.data(), as_stored.size());
+      }
+      if (actual != *p.crc) problems.push_back({ProblemKind::checksum, p.what, checksum_mismatch(*p.crc, actual)});
+    }
+    if (!problems.empty()) throw Error(context, std::move(problems));
     // Everything is checked: the tree changes now. Only the operating system's read can still fail.
     std::size_t written = 0;
     int error = 0;
@@ -571,6 +737,38 @@ LoadReport read_pass(const std::string& filename, const std::vector<GroupView>& 
   return report;
 }
 
+// What the path names, when it is not a regular file a load can open, and a file another HDF5 writer holds locked
+// (HDF5's own message would only say that the open failed).
+void check_openable(const std::string& filename, const std::string& context) {
+  auto refuse = [&](const std::string& why) { throw Error(context, {{ProblemKind::file, "", why}}); };
+  struct stat st {};
+  if (::stat(filename.c_str(), &st) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) refuse("no such file: " + filename);
+    refuse("cannot open " + filename + ": " + std::strerror(errno));
+  }
+  if (S_ISDIR(st.st_mode)) refuse(filename + " is a directory, not a file");
+  if (!S_ISREG(st.st_mode)) {
+    const char* what = S_ISCHR(st.st_mode)    ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISFIFO(st.st_mode) ? "a pipe"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a file";
+    refuse(filename + " is not a regular file (" + std::string(what) + "); a load reads a file save wrote");
+  }
+  const int fd = ::open(filename.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) refuse("cannot open " + filename + ": " + std::strerror(errno));
+  // HDF5 1.10 takes a shared flock() to read and an exclusive one to write, unless HDF5_USE_FILE_LOCKING=FALSE.
+  const char* locking = std::getenv("HDF5_USE_FILE_LOCKING");
+  const bool locks = locking == nullptr || std::strcmp(locking, "FALSE") != 0;
+  const bool locked = locks && ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);
+  if (locked)
+    refuse(filename +
+           " is locked by another process (an HDF5 writer has it open): wait until that writer closes it; "
+           "if you know the file is complete and nobody writes it, HDF5_USE_FILE_LOCKING=FALSE reads it "
+           "without the lock");
+}
+
 }  // namespace
 
 LoadReport read_file(const std::string& filename, const std::vector<GroupView>& groups, const LoadOptions& options,
@@ -578,9 +776,7 @@ LoadReport read_file(const std::string& filename, const std::vector<GroupView>& 
   const std::string context = std::string(what) + "(\"" + filename + "\")";
   std::string why;
   if (!options.is_valid(&why)) throw Error(context, {{ProblemKind::file, "", why}});
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(filename, ec))
-    throw Error(context, {{ProblemKind::file, "", "no such file: " + filename}});
+  check_openable(filename, context);
   auto lock = h5::enter();
   if (options.isolate) {
     std::vector<std::string> names;

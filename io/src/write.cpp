@@ -6,14 +6,17 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <random>
 #include <set>
 #include <string>
 
+#include "checksum.hpp"
 #include "geomopt/io/detail/view.hpp"
 #include "geomopt/io/error.hpp"
 #include "h5.hpp"
@@ -94,6 +97,8 @@ class Writer {
     if (!g.attributes.empty()) {
       Id obj = checked(H5Oopen(file_, root.c_str(), H5P_DEFAULT), H5Oclose, root);
       for (const auto& [name, value] : g.attributes) h5::write_attribute(obj.get(), name, value);
+      h5::write_attribute(obj.get(), kAttributesChecksumAttribute,
+                          static_cast<std::int64_t>(attributes_crc32(g.attributes)));
     }
     for (const LeafView& leaf : g.leaves) write_leaf(g, leaf);
     for (const AliasView& a : g.aliases) {
@@ -175,10 +180,19 @@ class Writer {
     Id ftype = h5::file_type(b.dtype), mtype = h5::memory_type(b.dtype);
     Id d = checked(H5Dcreate2(loc, name.c_str(), ftype.get(), space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
                    H5Dclose, what);
-    if (n == 0) return d;
+    // The checksum covers the elements in the file's (row-major) order as little-endian bytes: the memory bytes
+    // of this little-endian host, taken in the order they are written.
+    static_assert(std::endian::native == std::endian::little, "checksums are computed on little-endian bytes");
+    std::uint32_t crc = 0;
+    auto finish = [&] {
+      h5::write_attribute(d.get(), kChecksumAttribute, static_cast<std::int64_t>(crc));
+      return std::move(d);
+    };
+    if (n == 0) return finish();
     if (!(b.rank == 2 && !b.row_major && b.rows > 1 && b.cols > 1)) {
       check(H5Dwrite(d.get(), mtype.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, b.data), what);
-      return d;
+      crc = crc32(0, b.data, n * esize);
+      return finish();
     }
     // Row blocks of about 512 KiB, transposed and written while they are still in cache: one pass over memory
     // instead of two, and a fixed scratch buffer.
@@ -201,8 +215,9 @@ class Writer {
       check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr), what);
       Id mem_space = checked(H5Screate_simple(2, count, nullptr), H5Sclose, what);
       check(H5Dwrite(d.get(), mtype.get(), mem_space.get(), file_space.get(), H5P_DEFAULT, scratch_.get()), what);
+      crc = crc32(crc, scratch_.get(), static_cast<std::size_t>(r) * row_bytes);
     }
-    return d;
+    return finish();
   }
 
   hid_t file_;
@@ -234,6 +249,70 @@ void check_names(const std::vector<GroupView>& groups, std::vector<Problem>& pro
   }
 }
 
+std::string joined(const std::vector<std::string>& segments, std::size_t count, char sep) {
+  std::string s;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (i != 0) s += sep;
+    s += segments[i];
+  }
+  return s;
+}
+
+// A reader finds a leaf by its dotted path (link names joined with '.'), so two links whose dotted paths agree
+// would make the file unreadable: map keys "a" and "a.exp_avg" (the optimizer's /optimizer/a/exp_avg beside the
+// group /optimizer/a.exp_avg), or {"a": {"b.c"}} beside {"a.b": {"c"}}. Every link the save creates (leaves, the
+// groups on their way, ties and the leaves under a tied subtree) is checked, in each group, before anything is
+// written; so are groups of the file that would nest in each other (a tree saved under SaveOptions::group
+// "optimizer" or "metadata" beside a checkpoint's own groups).
+void check_collisions(const std::vector<GroupView>& groups, std::vector<Problem>& problems) {
+  for (std::size_t i = 0; i < groups.size(); ++i)
+    for (std::size_t j = i + 1; j < groups.size(); ++j) {
+      const std::string& a = groups[i].group;
+      const std::string& b = groups[j].group;
+      const bool nested = a == b || (a.size() < b.size() && b.compare(0, a.size(), a) == 0 && b[a.size()] == '/') ||
+                          (b.size() < a.size() && a.compare(0, b.size(), b) == 0 && a[b.size()] == '/');
+      if (nested)
+        problems.push_back({ProblemKind::type, "",
+                            "the tree's group /" + a + " and the file's group /" + b +
+                                " would share links: choose another SaveOptions::group"});
+    }
+  for (const GroupView& g : groups) {
+    struct Link {
+      std::string h5path;  // the link in the file
+      std::string owner;   // the tree path it belongs to
+    };
+    std::map<std::string, Link> seen;
+    auto add = [&](const std::vector<std::string>& segments, const std::string& owner) {
+      for (std::size_t k = 1; k <= segments.size(); ++k) {
+        const std::string dotted = joined(segments, k, '.');
+        const std::string h5path = "/" + g.group + "/" + joined(segments, k, '/');
+        const std::string what = k == segments.size() ? owner : owner + " (its group " + h5path + ")";
+        const auto [it, inserted] = seen.emplace(dotted, Link{h5path, what});
+        if (inserted || it->second.h5path == h5path) continue;
+        const std::string label = g.group == "params" ? dotted : g.group + ":" + dotted;
+        problems.push_back({ProblemKind::type, label,
+                            "two links of the file would have this dotted path, " + it->second.h5path + " (for " +
+                                it->second.owner + ") and " + h5path + " (for " + what +
+                                "), and no load could tell them apart: rename one of the keys"});
+        return;
+      }
+    };
+    for (const LeafView& leaf : g.leaves) add(leaf.segments, leaf.path);
+    for (const AliasView& a : g.aliases) {
+      add(a.segments, a.path);
+      for (const LeafView& leaf : g.leaves) {
+        if (leaf.segments.size() <= a.target_segments.size() ||
+            !std::equal(a.target_segments.begin(), a.target_segments.end(), leaf.segments.begin()))
+          continue;
+        std::vector<std::string> under = a.segments;
+        under.insert(under.end(), leaf.segments.begin() + static_cast<std::ptrdiff_t>(a.target_segments.size()),
+                     leaf.segments.end());
+        add(under, a.path + " (tied to " + a.target + ")");
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void write_file(const std::string& filename, const std::vector<GroupView>& groups, const SaveOptions& options,
@@ -243,6 +322,7 @@ void write_file(const std::string& filename, const std::vector<GroupView>& group
   if (!options.is_valid(&why)) throw Error(context, {{ProblemKind::file, "", why}});
   std::vector<Problem> problems;
   check_names(groups, problems);
+  if (problems.empty()) check_collisions(groups, problems);
   if (!problems.empty()) throw Error(context, std::move(problems));
   if (!options.overwrite && std::filesystem::exists(filename))
     throw Error(context, {{ProblemKind::file, "", filename + " exists and overwrite is off"}});

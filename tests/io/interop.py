@@ -5,7 +5,8 @@
 
 1. TOOL writes a checkpoint; h5py finds every parameter by its dotted path (the `path` attribute and the nested
    groups), with the shape and the values of the closed form below, the tie as one object under two names, the
-   buffer marked non-trainable, the optimizer's attributes and state arrays, and the metadata.
+   buffer marked non-trainable, the optimizer's attributes and state arrays, and the metadata; every checksum is
+   recomputed with Python's zlib.crc32.
 2. h5py writes files in the documented layout (docs/file_format.md), one with PyTorch-style names such as
    `0.weight` (nested groups and flat dotted names), one with a hard link, a SymmetricMatrix group and an int64
    buffer; TOOL loads them into matching trees and checks the same closed form. A file with a wrong shape must fail.
@@ -14,8 +15,10 @@
 Exits 77 (skipped) when this interpreter has no h5py or numpy.
 """
 import os
+import struct
 import subprocess
 import sys
+import zlib
 
 try:
     import h5py
@@ -96,6 +99,36 @@ def read_checkpoint(tool, work):
                 check(d.shape == state_shape, f"optimizer {path}.{slot}: shape {d.shape}")
                 check(d.attrs["path"] == path + "." + slot, f"optimizer {path}.{slot}: path attribute")
         check(f["metadata"].attrs["epoch"] == 7 and f["metadata"].attrs["note"] == "interop", "metadata")
+        verify_checksums(f)
+
+
+def verify_checksums(f):
+    """Every dataset's crc32 and every group's attributes_crc32, recomputed with Python's zlib alone, as
+    docs/file_format.md ("Checksums") tells a reader to."""
+    datasets = []
+    f.visititems(lambda name, obj: datasets.append((name, obj)) if isinstance(obj, h5py.Dataset) else None)
+    check(len(datasets) > 0, "the checkpoint has datasets")
+    for name, d in datasets:
+        data = np.ascontiguousarray(d[()])
+        data = data.astype(data.dtype.newbyteorder("<"), copy=False)
+        check("crc32" in d.attrs and zlib.crc32(data.tobytes()) == d.attrs["crc32"], f"{name}: crc32")
+    for group in ("optimizer", "metadata"):
+        attrs = f[group].attrs
+        check(zlib.crc32(attributes_bytes(attrs)) == attrs["attributes_crc32"], f"/{group}: attributes_crc32")
+
+
+def attributes_bytes(attrs):
+    out = b""
+    for name in sorted(k for k in attrs.keys() if k != "attributes_crc32"):
+        value = attrs[name]
+        out += name.encode() + b"\0"
+        if isinstance(value, (bytes, str)):
+            out += b"s" + (value.encode() if isinstance(value, str) else value) + b"\0"
+        elif np.issubdtype(np.asarray(value).dtype, np.integer):
+            out += b"i" + struct.pack("<q", int(value))
+        else:
+            out += b"f" + struct.pack("<d", float(value))
+    return out
 
 
 def write_torch_style(path, bad_shape=False, userblock=0, dtype="<f4", compression=None):

@@ -38,6 +38,8 @@ void describe_state(const GroupView& params, const State& state, std::vector<Gro
   g.attributes.emplace_back("step", static_cast<std::int64_t>(state.step_count()));
   for (const auto& [name, value] : state.hyperparameters()) g.attributes.emplace_back(name, value);
   g.required = {"optimizer"};
+  // The bias corrections take the step count as a double: beyond 2^53 it no longer counts one by one.
+  g.counters = {{"step", std::int64_t{1} << 53}};
   std::unordered_map<std::string_view, const LeafView*> by_path;
   for (const auto& leaf : params.leaves) by_path.emplace(leaf.path, &leaf);
   // for_each_slot hands writable maps only on a non-const state; saving reads through them.
@@ -103,6 +105,7 @@ LoadReport load_checkpoint(const std::string& filename, Tree& params, State& opt
   groups.push_back(std::move(meta));
   detail::GroupAttributes read;
   LoadReport report = detail::read_file(filename, groups, options, &read, "load_checkpoint");
+  // read_file checked the step (an integer in range; absent only in a lenient load, which reports it).
   for (const auto& [name, value] : read[1])
     if (name == "step" && std::holds_alternative<std::int64_t>(value))
       optimizer_state.set_step_count(std::get<std::int64_t>(value));

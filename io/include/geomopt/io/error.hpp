@@ -21,6 +21,8 @@ enum class ProblemKind {
   type,        ///< a structured leaf's type differs, or a leaf meets a group of branches
   metadata,    ///< a structured leaf's metadata (n, N, ...) or an optimizer's kind or hyperparameters differ
   tie,         ///< a tied path is not a link to the same object in the file
+  checksum,    ///< the data or attributes differ from what was written (their CRC-32 does not match)
+  value,       ///< a number the file's meaning forbids (NaN in a strict load, a negative second moment, ...)
 };
 
 /// "missing", "unexpected", "shape", ...: the word every message of that kind carries.

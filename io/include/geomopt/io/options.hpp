@@ -40,6 +40,10 @@ struct LoadOptions {
   /// takes milliseconds (about 50 ms for 369 leaves, the process start included); raise this for trusted files with
   /// very many chunked datasets, whose data the check also reads.
   double isolate_timeout = 60;
+  /// Check every dataset's CRC-32 (its `crc32` attribute) and the checksum of /optimizer's and /metadata's attributes
+  /// where the file has them, before anything in the tree changes. A file without checksums (another tool's) loads
+  /// unchecked. Costs one more pass over the data, from the page cache (docs/file_format.md, "Checksums").
+  bool verify_checksums = true;
 
   bool is_valid(std::string* error) const;
 };
@@ -54,8 +58,9 @@ struct Metadata {
 };
 
 struct LoadReport {
-  std::vector<std::string> loaded{};       ///< leaves read, by dotted path
-  std::vector<std::string> missing{};      ///< in the tree, not in the file (left as they were)
+  std::vector<std::string> loaded{};   ///< leaves of the tree (and of the moving average) read, by dotted path
+  std::vector<std::string> state{};    ///< load_checkpoint: the optimizer's state arrays read ("optimizer:w.exp_avg")
+  std::vector<std::string> missing{};  ///< in the tree, not in the file (left as they were)
   std::vector<std::string> unexpected{};   ///< in the file, not in the tree (ignored)
   std::vector<std::string> cast{};         ///< leaves whose scalar type was converted
   std::vector<std::string> differences{};  ///< what a non-strict load let pass (hyperparameters, ties)
@@ -63,7 +68,8 @@ struct LoadReport {
 
   /// True when every leaf of the tree was loaded and nothing in the file was left over.
   bool complete() const noexcept { return missing.empty() && unexpected.empty(); }
-  /// One line: "loaded 12 leaves; 1 missing, 0 unexpected".
+  /// One line: "loaded 12 leaves; 1 missing, 0 unexpected" ("loaded 2 leaves and 4 state arrays; ..." for a
+  /// checkpoint).
   std::string brief_report() const;
   /// Every path of every list, one per line.
   std::string full_report() const;

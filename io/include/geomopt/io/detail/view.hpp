@@ -53,6 +53,9 @@ struct GroupView {
   /// equal in a strict load and are reported as differences otherwise.
   std::vector<std::pair<std::string, Attribute>> attributes;
   std::vector<std::string> required;
+  /// On load, attributes that must be integers from 0 to the bound (a checkpoint's step count): a value of another
+  /// type or out of range is always an error; an absent one is an error in a strict load and a difference otherwise.
+  std::vector<std::pair<std::string, std::int64_t>> counters;
   bool has_tree = true;  ///< false: attributes only (no leaves are expected or enumerated)
   bool state = false;    ///< optimizer state: its arrays are neither parameters nor buffers (no trainable attribute)
 };
