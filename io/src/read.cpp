@@ -4,12 +4,11 @@
 // The data path. A block stored contiguously in the file, in exactly the tree's scalar type, is read with pread()
 // from HDF5's own file descriptor at the dataset's address: straight into the tree when the memory orders agree,
 // through a cache-sized buffer and a transpose when the tree's matrix is column-major, the blocks shared among up to
-// four threads when there is enough data (read_raw_blocks). This is one pass over memory and touches no fresh pages
-// (on virtual machines a first touch of fresh memory costs more than the copy). Every
-// other block (chunked, compressed, another scalar type, bool) goes through HDF5 into a staging area first, before
-// anything in the tree changes. What is left to fail after the checks is the operating system's read of the file
-// (an I/O error of the device, or the file cut short underneath the load); the Error then says which leaves were
-// already overwritten.
+// four threads when there is enough data (for_each_block, which also sums the checksums). This is one pass over memory
+// and touches no fresh pages (on virtual machines a first touch of fresh memory costs more than the copy). Every other
+// block (chunked, compressed, another scalar type, bool) goes through HDF5 into a staging area first, before anything
+// in the tree changes. What is left to fail after the checks is the operating system's read of the file (an I/O error
+// of the device, or the file cut short underneath the load); the Error then says which leaves were already overwritten.
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -530,41 +529,38 @@ bool read_raw(int fd, const Planned& p, std::vector<unsigned char>& panel) {
   return true;
 }
 
-// Every block read by pread(), on up to kMaxReaders threads (this one and helpers) when there is at least
-// kBytesPerReader of data for each: copying out of the page cache and transposing are bound by one core's memory
-// traffic, not by the device, so a second core nearly halves a large load. Blocks are handed out one at a time; the
-// first failure stops the rest. Returns the block that failed (its errno in *error), or nullptr; *written counts the
-// blocks read in full, whichever thread read them.
-const Planned* read_raw_blocks(int fd, const std::vector<Planned>& plan, std::size_t* written, int* error) {
+// Runs work(block, buffer) for each of `blocks` on up to kMaxReaders threads (this one and helpers) when there is at
+// least kBytesPerReader of data for each: copying out of the page cache, transposing and computing checksums are
+// bound by one core's memory traffic, not by the device, so a second core nearly halves a large load. Blocks are
+// handed out one at a time, each thread with its own buffer; the first block for which work() returns false stops
+// the rest. Returns that block (errno, as work() left it, in *error), or nullptr; *done counts the blocks finished,
+// whichever thread did them.
+template <class Work>
+const Planned* for_each_block(const std::vector<const Planned*>& blocks, Work&& work, std::size_t* done, int* error) {
   constexpr std::size_t kMaxReaders = 4;
   constexpr std::size_t kBytesPerReader = std::size_t{16} << 20;
-  std::vector<const Planned*> raw;
   std::size_t bytes = 0;
-  for (const Planned& p : plan)
-    if (p.address != HADDR_UNDEF) {
-      raw.push_back(&p);
-      bytes += p.bytes;
-    }
+  for (const Planned* p : blocks) bytes += p->bytes;
   const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
   const std::size_t readers = std::min(
-      {kMaxReaders, cores, std::max<std::size_t>(1, bytes / kBytesPerReader), std::max<std::size_t>(1, raw.size())});
-  std::atomic<std::size_t> next{0}, done{0};
+      {kMaxReaders, cores, std::max<std::size_t>(1, bytes / kBytesPerReader), std::max<std::size_t>(1, blocks.size())});
+  std::atomic<std::size_t> next{0}, finished{0};
   std::atomic<bool> stop{false};
   std::mutex failure;
   const Planned* failed = nullptr;
-  auto work = [&] {
-    std::vector<unsigned char> panel;
+  auto run = [&] {
+    std::vector<unsigned char> buffer;
     while (!stop.load(std::memory_order_relaxed)) {
       const std::size_t i = next.fetch_add(1, std::memory_order_relaxed);
-      if (i >= raw.size()) return;
-      if (read_raw(fd, *raw[i], panel)) {
-        done.fetch_add(1, std::memory_order_relaxed);
+      if (i >= blocks.size()) return;
+      if (work(*blocks[i], buffer)) {
+        finished.fetch_add(1, std::memory_order_relaxed);
         continue;
       }
       const int e = errno;
       const std::lock_guard<std::mutex> lock(failure);
       if (failed == nullptr) {
-        failed = raw[i];
+        failed = blocks[i];
         *error = e;
       }
       stop = true;
@@ -573,15 +569,23 @@ const Planned* read_raw_blocks(int fd, const std::vector<Planned>& plan, std::si
   std::vector<std::thread> helpers;
   for (std::size_t t = 1; t < readers; ++t) {
     try {
-      helpers.emplace_back(work);
+      helpers.emplace_back(run);
     } catch (const std::system_error&) {
-      break;  // no thread to spare: the others read it all
+      break;  // no thread to spare: the others do it all
     }
   }
-  work();
+  run();
   for (std::thread& h : helpers) h.join();
-  *written = done.load();
+  *done = finished.load();
   return failed;
+}
+
+// The blocks of the plan that pread() reads (at an address in the file, not staged).
+std::vector<const Planned*> raw_blocks(const std::vector<Planned>& plan) {
+  std::vector<const Planned*> raw;
+  for (const Planned& p : plan)
+    if (p.address != HADDR_UNDEF) raw.push_back(&p);
+  return raw;
 }
 
 void commit(const Planned& p, const unsigned char* src) {
@@ -690,18 +694,40 @@ LoadReport read_pass(const std::string& filename, const std::vector<GroupView>& 
     // The checksums, before anything in the tree changes. A staged block holds the file's values in the file's own
     // scalar type unless a cast converted it; a converted one is read once more as stored.
     static_assert(std::endian::native == std::endian::little, "checksums are computed on little-endian bytes");
-    std::vector<unsigned char> buffer;
-    for (const Planned& p : reader.plan()) {
+    // The blocks read by pread() are summed on the reader threads (for_each_block), every one of them: each failure
+    // is reported.
+    const std::vector<Planned>& plan = reader.plan();
+    std::vector<std::uint32_t> raw_sums(plan.size(), 0);
+    std::vector<int> raw_errors(plan.size(), 0);
+    {
+      std::vector<const Planned*> summed;
+      for (const Planned* p : raw_blocks(plan))
+        if (p->crc && p->bytes != 0) summed.push_back(p);
+      std::size_t done = 0;
+      int unused = 0;
+      for_each_block(
+          summed,
+          [&](const Planned& p, std::vector<unsigned char>& buffer) {
+            const auto i = static_cast<std::size_t>(&p - plan.data());
+            if (!raw_crc32(fd, p, buffer, &raw_sums[i])) raw_errors[i] = errno;
+            return true;
+          },
+          &done, &unused);
+    }
+    for (const Planned& p : plan) {
       if (!p.crc) continue;
+      const auto i = static_cast<std::size_t>(&p - plan.data());
       std::uint32_t actual = 0;
       if (p.bytes == 0) {
         actual = crc32(0, nullptr, 0);
       } else if (p.address != HADDR_UNDEF) {
-        if (!raw_crc32(fd, p, buffer, &actual)) {
-          problems.push_back({ProblemKind::file, p.what,
-                              std::string("cannot read the data to check its checksum: ") + std::strerror(errno)});
+        if (raw_errors[i] != 0) {
+          problems.push_back(
+              {ProblemKind::file, p.what,
+               std::string("cannot read the data to check its checksum: ") + std::strerror(raw_errors[i])});
           continue;
         }
+        actual = raw_sums[i];
       } else if (p.memory == p.stored) {
         actual = crc32(0, arena.at(p.offset), p.bytes);
       } else {
@@ -721,7 +747,10 @@ LoadReport read_pass(const std::string& filename, const std::vector<GroupView>& 
     // Everything is checked: the tree changes now. Only the operating system's read can still fail.
     std::size_t written = 0;
     int error = 0;
-    if (const Planned* failed = read_raw_blocks(fd, reader.plan(), &written, &error)) {
+    if (const Planned* failed = for_each_block(
+            raw_blocks(reader.plan()),
+            [fd](const Planned& p, std::vector<unsigned char>& panel) { return read_raw(fd, p, panel); }, &written,
+            &error)) {
       problems.push_back({ProblemKind::file, failed->what,
                           "the operating system failed to read the data (" + std::string(std::strerror(error)) +
                               ") after every check had passed; the tree is partly loaded (" + std::to_string(written) +

@@ -32,10 +32,13 @@ struct LoadOptions {
   bool cast = false;   ///< float32 <-> float64 (and integer widths) are converted instead of being an error
   /// Read the file's structure once in a child process (`geomopt-inspect --check`, or a fork() where the checker
   /// cannot be found) before reading it here, so that a corrupt file which crashes the HDF5 library ends in an
-  /// Error (HDF5 1.10 trusts parts of a file's structure). Costs a process start (about 50 ms) and a second pass
-  /// over the metadata; turn off only for files you trust (docs/file_format.md, "Damaged files").
+  /// Error (HDF5 1.10 trusts parts of a file's structure). The verdict is the child's report over a pipe, so it
+  /// holds as PID 1, with SIGCHLD ignored or reaped by the application. Costs a process start and a second pass over
+  /// the metadata (about 50 ms of the child's CPU for 369 leaves); turn off only for files you trust
+  /// (docs/file_format.md, "Damaged files").
   bool isolate = true;
-  /// How long the isolated check may take, in seconds. HDF5 1.10 loops forever on some corrupt files; a check that
+  /// How long the isolated check may take, in seconds: positive, infinity for no limit (NaN, zero or a negative
+  /// value makes the load throw Error naming it). HDF5 1.10 loops forever on some corrupt files; a check that
   /// has not finished by then is killed and the load throws Error, the tree untouched. A walk over a file's structure
   /// takes milliseconds (about 50 ms for 369 leaves, the process start included); raise this for trusted files with
   /// very many chunked datasets, whose data the check also reads.
