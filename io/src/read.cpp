@@ -235,7 +235,9 @@ class Reader {
   void check_counters(const GroupView& g, const std::vector<std::pair<std::string, Attribute>>& found, bool present) {
     if (!present) return;  // the missing group is reported by itself
     for (const auto& [name, bound] : g.counters) {
-      const auto it = std::find_if(found.begin(), found.end(), [&](const auto& a) { return a.first == name; });
+      // clang 14 (Debian 12) cannot capture a structured binding in a lambda.
+      const std::string& key = name;
+      const auto it = std::find_if(found.begin(), found.end(), [&](const auto& a) { return a.first == key; });
       const std::string expected = "an integer from 0 to " + std::to_string(bound) + " is expected";
       if (it == found.end()) {
         const std::string why = name + " is absent in the file; " + expected;
