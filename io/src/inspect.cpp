@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "checksum.hpp"
 #include "geomopt/io/error.hpp"
 #include "geomopt/io/inspect.hpp"
 #include "geomopt/ptree/report.hpp"
@@ -138,7 +139,9 @@ void describe_group(hid_t file, const std::string& name, std::string& out) {
     (r.trainable < 0 ? state_bytes : r.trainable ? params_bytes : buffer_bytes) += r.bytes;
   }
   out += root + ":";
-  for (const auto& [n, v] : attrs) out += " " + n + "=" + detail::h5::attribute_text(v);
+  // The checksum of the group's attributes guards them; it is no setting of the optimizer or the run.
+  for (const auto& [n, v] : attrs)
+    if (n != detail::kAttributesChecksumAttribute) out += " " + n + "=" + detail::h5::attribute_text(v);
   out += "\n";
   if (!rows.empty()) {
     out += table(rows);
