@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 
 #include <algorithm>
 #include <bit>
@@ -54,6 +55,8 @@ struct Planned {
   haddr_t address = HADDR_UNDEF;       // the data's offset in the file, for a block read by pread(); else staged
   Dtype stored = Dtype::f64;           // the dataset's scalar type in the file
   std::optional<std::uint32_t> crc{};  // the CRC-32 the file records for the data, when it has one and it is checked
+  bool finite = false;                 // a parameter or optimizer state: NaN and infinity are checked
+  const char* nonnegative = nullptr;   // a second moment (its slot name): negative numbers are checked
 };
 
 // The version of the layout this reader understands (the root's format_version).
@@ -300,7 +303,8 @@ class Reader {
         problems_.push_back({ProblemKind::type, where, "a plain array in the tree, a structured leaf in the file"});
         return;
       }
-      if (plan_block(where, e.h5path, leaf.blocks.at(0))) (g.state ? report_.state : report_.loaded).push_back(where);
+      if (plan_block(where, e.h5path, leaf.blocks.at(0), g, leaf))
+        (g.state ? report_.state : report_.loaded).push_back(where);
       return;
     }
     if (e.kind != EntryKind::structured) {
@@ -348,13 +352,14 @@ class Reader {
         continue;
       }
       ok = plan_block(where + (leaf.blocks.size() > 1 ? " (block " + name + ")" : ""), e.h5path + "/" + name,
-                      leaf.blocks[b]) &&
+                      leaf.blocks[b], g, leaf) &&
            ok;
     }
     if (ok) (g.state ? report_.state : report_.loaded).push_back(where);
   }
 
-  bool plan_block(const std::string& where, const std::string& h5path, const BlockView& b) {
+  bool plan_block(const std::string& where, const std::string& h5path, const BlockView& b, const GroupView& g,
+                  const LeafView& leaf) {
     Id d = checked(H5Oopen(file_, h5path.c_str(), H5P_DEFAULT), H5Oclose, where);
     if (H5Iget_type(d.get()) != H5I_DATASET) {
       problems_.push_back({ProblemKind::type, where, "a group in the file where a dataset was expected"});
@@ -413,6 +418,8 @@ class Reader {
     Planned p{h5path, where, &b, memory, 0, dtype_size(b.dtype) * static_cast<std::size_t>(b.rows * b.cols)};
     p.stored = *dtype;
     p.crc = crc;
+    p.finite = g.state || leaf.trainable;
+    p.nonnegative = leaf.nonnegative ? leaf.segments.back().c_str() : nullptr;
     if (memory == b.dtype && b.dtype != Dtype::boolean && p.bytes != 0)
       p.address = raw_address(d.get(), type.get(), b, p.bytes);
     if (p.address == HADDR_UNDEF) {
@@ -567,14 +574,38 @@ void check_format_version(hid_t file, const std::vector<GroupView>& groups, cons
 
 // The CRC-32 of a block's bytes in the file, read by pread() through a buffer that stays in cache; false with errno
 // set when the read fails.
-bool raw_crc32(int fd, const Planned& p, std::vector<unsigned char>& buffer, std::uint32_t* crc) {
+// Numbers a parameter or a state array may not hold.
+struct ValueCount {
+  std::size_t non_finite = 0, negative = 0;
+};
+template <class S>
+void count_values(const unsigned char* p, std::size_t bytes, bool nonnegative, ValueCount& c) {
+  for (std::size_t i = 0; i + sizeof(S) <= bytes; i += sizeof(S)) {
+    S v;
+    std::memcpy(&v, p + i, sizeof(S));
+    if (!std::isfinite(v))
+      ++c.non_finite;
+    else if (nonnegative && v < 0)
+      ++c.negative;
+  }
+}
+void count_values(const Planned& p, const unsigned char* data, std::size_t bytes, ValueCount& c) {
+  if (!p.finite && p.nonnegative == nullptr) return;
+  if (p.block->dtype == Dtype::f64) count_values<double>(data, bytes, p.nonnegative != nullptr, c);
+  if (p.block->dtype == Dtype::f32) count_values<float>(data, bytes, p.nonnegative != nullptr, c);
+}
+
+// The CRC-32 of a block's bytes in the file and its numbers' count, read by pread() through a buffer that stays in
+// cache; false with errno set when the read fails.
+bool raw_inspect(int fd, const Planned& p, std::vector<unsigned char>& buffer, std::uint32_t* crc, ValueCount& values) {
   constexpr std::size_t kBufferBytes = std::size_t{256} << 10;
   if (buffer.size() < kBufferBytes) buffer.resize(kBufferBytes);
   std::uint32_t c = 0;
   for (std::size_t done = 0; done < p.bytes;) {
     const std::size_t n = std::min(kBufferBytes, p.bytes - done);
     if (!pread_all(fd, buffer.data(), n, p.address + done)) return false;
-    c = crc32(c, buffer.data(), n);
+    if (p.crc) c = crc32(c, buffer.data(), n);
+    count_values(p, buffer.data(), n, values);
     done += n;
   }
   *crc = c;
@@ -631,19 +662,46 @@ LoadReport read_pass(const std::string& filename, const std::vector<GroupView>& 
     // The checksums, before anything in the tree changes. A staged block holds the file's values in the file's own
     // scalar type unless a cast converted it; a converted one is read once more as stored.
     static_assert(std::endian::native == std::endian::little, "checksums are computed on little-endian bytes");
+    // The values in the same pass: NaN or infinity in a parameter or in the optimizer's state (buffers may hold
+    // them: masks, running maxima) and a negative second moment are errors in a strict load and reported
+    // differences in a lenient one, which may need to load a diverged run.
     std::vector<unsigned char> buffer;
     for (const Planned& p : reader.plan()) {
-      if (!p.crc) continue;
+      const bool values = (p.finite || p.nonnegative != nullptr) && is_float(p.block->dtype);
+      if (!p.crc && !values) continue;
       std::uint32_t actual = 0;
+      ValueCount count;
       if (p.bytes == 0) {
         actual = crc32(0, nullptr, 0);
       } else if (p.address != HADDR_UNDEF) {
-        if (!raw_crc32(fd, p, buffer, &actual)) {
-          problems.push_back({ProblemKind::file, p.what,
-                              std::string("cannot read the data to check its checksum: ") + std::strerror(errno)});
+        if (!raw_inspect(fd, p, buffer, &actual, count)) {
+          problems.push_back(
+              {ProblemKind::file, p.what, std::string("cannot read the data to check it: ") + std::strerror(errno)});
           continue;
         }
-      } else if (p.memory == p.stored) {
+      } else {
+        count_values(p, arena.at(p.offset), p.bytes, count);
+      }
+      const std::size_t n = static_cast<std::size_t>(p.block->rows * p.block->cols);
+      auto value_problem = [&](const std::string& why) {
+        if (options.strict)
+          problems.push_back({ProblemKind::value, p.what, why});
+        else
+          report.differences.push_back(p.what + ": " + why);
+      };
+      if (count.non_finite != 0)
+        value_problem(std::to_string(count.non_finite) + " of " + std::to_string(n) +
+                      " numbers are NaN or infinite in the file; a strict load refuses them in parameters and "
+                      "optimizer state (LoadOptions::strict = false loads them and reports them)");
+      if (count.negative != 0)
+        value_problem(std::to_string(count.negative) + " of " + std::to_string(n) +
+                      " numbers are negative in the file; " + p.nonnegative + " is a second moment, never negative");
+      if (!p.crc || p.bytes == 0 || p.address != HADDR_UNDEF) {
+        if (p.crc && actual != *p.crc)
+          problems.push_back({ProblemKind::checksum, p.what, checksum_mismatch(*p.crc, actual)});
+        continue;
+      }
+      if (p.memory == p.stored) {
         actual = crc32(0, arena.at(p.offset), p.bytes);
       } else {
         const std::size_t n = static_cast<std::size_t>(p.block->rows * p.block->cols);

@@ -54,6 +54,9 @@ void describe_state(const GroupView& params, const State& state, std::vector<Gro
     v.path = path + "." + std::string(name);
     v.segments = leaf->segments;
     v.segments.emplace_back(name);
+    // The kernels' second moments (Adam's exp_avg_sq and max_exp_avg_sq, RMSprop's square_avg, Adagrad's sum):
+    // averages of squares, which a load refuses negative.
+    v.nonnegative = name == "exp_avg_sq" || name == "max_exp_avg_sq" || name == "square_avg" || name == "sum";
     BlockView b;
     b.data = const_cast<S*>(data.data());
     b.dtype = dtype_of<S>();

@@ -35,6 +35,7 @@ struct LeafView {
   std::string type;         ///< structured: the leaf's type name ("SymmetricMatrix")
   std::vector<std::pair<std::string, std::int64_t>> metadata;  ///< structured: n, N, ...
   std::vector<BlockView> blocks;
+  bool nonnegative = false;  ///< optimizer state: a second moment (a load refuses negative numbers)
 };
 
 struct AliasView {
