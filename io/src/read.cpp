@@ -169,6 +169,13 @@ class Reader {
   }
 
   std::vector<Planned>& plan() { return plan_; }
+  /// A manifold point to check against its manifold: its blocks are plan()[first], ... in order.
+  struct Point {
+    std::string where;
+    const LeafView* leaf;
+    std::size_t first;
+  };
+  const std::vector<Point>& points() const { return points_; }
   std::size_t total() const { return total_; }
 
  private:
@@ -355,6 +362,7 @@ class Reader {
                       leaf.blocks[b], g, leaf) &&
            ok;
     }
+    if (ok && leaf.validate) points_.push_back({where, &leaf, plan_.size() - leaf.blocks.size()});
     if (ok) (g.state ? report_.state : report_.loaded).push_back(where);
   }
 
@@ -463,6 +471,7 @@ class Reader {
   LoadReport& report_;
   std::vector<Problem>& problems_;
   std::vector<Planned> plan_;
+  std::vector<Point> points_;
   std::size_t total_ = 0;  // bytes of the staging area
   int fd_ = -1;
   std::uint64_t file_size_ = 0;
@@ -715,6 +724,33 @@ LoadReport read_pass(const std::string& filename, const std::vector<GroupView>& 
         actual = crc32(0, as_stored.data(), as_stored.size());
       }
       if (actual != *p.crc) problems.push_back({ProblemKind::checksum, p.what, checksum_mismatch(*p.crc, actual)});
+    }
+    // Manifold points, from their blocks as the file holds them.
+    for (const Reader::Point& point : reader.points()) {
+      std::vector<std::vector<unsigned char>> raw;
+      std::vector<const void*> blocks;
+      bool readable = true;
+      for (std::size_t b = 0; b < point.leaf->blocks.size(); ++b) {
+        const Planned& p = reader.plan()[point.first + b];
+        if (p.address == HADDR_UNDEF) {
+          blocks.push_back(arena.at(p.offset));
+          continue;
+        }
+        raw.emplace_back(p.bytes);
+        if (!pread_all(fd, raw.back().data(), p.bytes, p.address)) {
+          problems.push_back({ProblemKind::file, p.what, std::string("cannot read the data: ") + std::strerror(errno)});
+          readable = false;
+          break;
+        }
+        blocks.push_back(raw.back().data());
+      }
+      if (!readable) continue;
+      const std::string why = point.leaf->validate(blocks);
+      if (why.empty()) continue;
+      if (options.strict)
+        problems.push_back({ProblemKind::value, point.where, why});
+      else
+        report.differences.push_back(point.where + ": " + why);
     }
     if (!problems.empty()) throw Error(context, std::move(problems));
     // Everything is checked: the tree changes now. Only the operating system's read can still fail.

@@ -319,6 +319,24 @@ TEST_CASE("a strict load refuses NaN and infinity in parameters and state and a 
   CHECK(iotest::snapshot(back) == iotest::snapshot(m));
 }
 
+TEST_CASE("a strict load refuses a manifold point off its manifold") {
+  iotest::ScratchDir dir("point");
+  const std::string file = dir.file("net.h5");
+  Net net = make_net(1.0);
+  net.st.value() *= 1.001;  // ||Y^T Y - I|| about 3e-3: a damaged or foreign point, not rounding
+  geomopt::io::save_checkpoint(file, net, make_state(2.0, 3));
+  expect_refused(file, ProblemKind::value, "the point is off its manifold: its defect (check()) is 0.00283");
+  Net n = make_net(7.0);
+  State s = make_state(9.0, 5);
+  const auto r = geomopt::io::load_checkpoint(file, n, s, {.strict = false});
+  REQUIRE(r.differences.size() == 1);
+  CHECK(r.differences[0].find("st: the point is off its manifold") == 0);
+  CHECK(iotest::snapshot(n) == iotest::snapshot(net));
+  // A point as saved (rounding only) loads strictly.
+  geomopt::io::save_checkpoint(file, make_net(1.0), make_state(2.0, 3));
+  CHECK(geomopt::io::load_checkpoint(file, n, s).complete());
+}
+
 TEST_CASE("a save refuses, before writing anything, links that no load could tell apart, naming both paths") {
   iotest::ScratchDir dir("collide");
   const std::string file = dir.file("old.h5");

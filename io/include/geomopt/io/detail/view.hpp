@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,6 +37,9 @@ struct LeafView {
   std::vector<std::pair<std::string, std::int64_t>> metadata;  ///< structured: n, N, ...
   std::vector<BlockView> blocks;
   bool nonnegative = false;  ///< optimizer state: a second moment (a load refuses negative numbers)
+  /// A manifold point: given its blocks as the file holds them (row-major, in the tree's scalar types), what is wrong
+  /// with it ("" when it lies on its manifold within the tolerance of its scalar type).
+  std::function<std::string(const std::vector<const void*>&)> validate;
 };
 
 struct AliasView {
