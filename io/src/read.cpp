@@ -362,7 +362,7 @@ class Reader {
                       leaf.blocks[b], g, leaf) &&
            ok;
     }
-    if (ok && leaf.validate) points_.push_back({where, &leaf, plan_.size() - leaf.blocks.size()});
+    if (ok && g.check_values && leaf.validate) points_.push_back({where, &leaf, plan_.size() - leaf.blocks.size()});
     if (ok) (g.state ? report_.state : report_.loaded).push_back(where);
   }
 
@@ -426,8 +426,8 @@ class Reader {
     Planned p{h5path, where, &b, memory, 0, dtype_size(b.dtype) * static_cast<std::size_t>(b.rows * b.cols)};
     p.stored = *dtype;
     p.crc = crc;
-    p.finite = g.state || leaf.trainable;
-    p.nonnegative = leaf.nonnegative ? leaf.segments.back().c_str() : nullptr;
+    p.finite = g.check_values && (g.state || leaf.trainable);
+    p.nonnegative = g.check_values && leaf.nonnegative ? leaf.segments.back().c_str() : nullptr;
     if (memory == b.dtype && b.dtype != Dtype::boolean && p.bytes != 0)
       p.address = raw_address(d.get(), type.get(), b, p.bytes);
     if (p.address == HADDR_UNDEF) {

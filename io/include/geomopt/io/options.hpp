@@ -28,8 +28,9 @@ struct SaveOptions {
 
 struct LoadOptions {
   std::string group = "params";
-  /// Missing and unexpected paths, NaN or infinity in a parameter or the optimizer's state, a negative second
-  /// moment, an absent checkpoint step or format_version are errors; otherwise they are reported (LoadReport).
+  /// Missing and unexpected paths are errors, and in load_checkpoint NaN or infinity in a parameter or the state, a
+  /// negative second moment, a manifold point off its manifold, an absent step or format_version; otherwise they
+  /// are reported (LoadReport).
   bool strict = true;
   bool cast = false;  ///< float32 <-> float64 (and integer widths) are converted instead of being an error
   /// Read the file's structure once in a child process (`geomopt-inspect --check`, or a fork() where the checker

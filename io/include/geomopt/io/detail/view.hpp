@@ -63,6 +63,9 @@ struct GroupView {
   std::vector<std::pair<std::string, std::int64_t>> counters;
   bool has_tree = true;  ///< false: attributes only (no leaves are expected or enumerated)
   bool state = false;    ///< optimizer state: its arrays are neither parameters nor buffers (no trainable attribute)
+  /// A checkpoint's group: a load checks the numbers (finite parameters and state, nonnegative second moments,
+  /// manifold points on their manifold). A plain tree may be anything shaped like parameters (a gradient), so not.
+  bool check_values = false;
 };
 
 /// The attributes of each group read, in the order of the views.
