@@ -79,7 +79,9 @@ std::string table(const std::vector<Row>& rows) {
 void describe_group(hid_t file, const std::string& name, std::string& out) {
   const std::string root = "/" + name;
   Id obj = checked(H5Oopen(file, root.c_str(), H5P_DEFAULT), H5Oclose, root);
-  const auto attrs = detail::h5::read_attributes(obj.get());
+  auto attrs = detail::h5::read_attributes(obj.get());
+  // The checksum guards the attributes; it is not one of them (docs/file_format.md, "Checksums").
+  std::erase_if(attrs, [](const auto& a) { return a.first == detail::kAttributesChecksumAttribute; });
   obj.reset();
   std::vector<std::string> order;
   const auto entries = detail::h5::list_links(file, root, &order);
@@ -139,9 +141,7 @@ void describe_group(hid_t file, const std::string& name, std::string& out) {
     (r.trainable < 0 ? state_bytes : r.trainable ? params_bytes : buffer_bytes) += r.bytes;
   }
   out += root + ":";
-  // The checksum of the group's attributes guards them; it is no setting of the optimizer or the run.
-  for (const auto& [n, v] : attrs)
-    if (n != detail::kAttributesChecksumAttribute) out += " " + n + "=" + detail::h5::attribute_text(v);
+  for (const auto& [n, v] : attrs) out += " " + n + "=" + detail::h5::attribute_text(v);
   out += "\n";
   if (!rows.empty()) {
     out += table(rows);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 
 #include <algorithm>
 #include <atomic>
@@ -58,6 +59,8 @@ struct Planned {
   haddr_t address = HADDR_UNDEF;       // the data's offset in the file, for a block read by pread(); else staged
   Dtype stored = Dtype::f64;           // the dataset's scalar type in the file
   std::optional<std::uint32_t> crc{};  // the CRC-32 the file records for the data, when it has one and it is checked
+  bool finite = false;                 // a parameter or optimizer state: NaN and infinity are checked
+  const char* nonnegative = nullptr;   // a second moment (its slot name): negative numbers are checked
 };
 
 // The version of the layout this reader understands (the root's format_version).
@@ -170,6 +173,13 @@ class Reader {
   }
 
   std::vector<Planned>& plan() { return plan_; }
+  /// A manifold point to check against its manifold: its blocks are plan()[first], ... in order.
+  struct Point {
+    std::string where;
+    const LeafView* leaf;
+    std::size_t first;
+  };
+  const std::vector<Point>& points() const { return points_; }
   std::size_t total() const { return total_; }
 
  private:
@@ -306,7 +316,8 @@ class Reader {
         problems_.push_back({ProblemKind::type, where, "a plain array in the tree, a structured leaf in the file"});
         return;
       }
-      if (plan_block(where, e.h5path, leaf.blocks.at(0))) (g.state ? report_.state : report_.loaded).push_back(where);
+      if (plan_block(where, e.h5path, leaf.blocks.at(0), g, leaf))
+        (g.state ? report_.state : report_.loaded).push_back(where);
       return;
     }
     if (e.kind != EntryKind::structured) {
@@ -354,13 +365,15 @@ class Reader {
         continue;
       }
       ok = plan_block(where + (leaf.blocks.size() > 1 ? " (block " + name + ")" : ""), e.h5path + "/" + name,
-                      leaf.blocks[b]) &&
+                      leaf.blocks[b], g, leaf) &&
            ok;
     }
+    if (ok && g.check_values && leaf.validate) points_.push_back({where, &leaf, plan_.size() - leaf.blocks.size()});
     if (ok) (g.state ? report_.state : report_.loaded).push_back(where);
   }
 
-  bool plan_block(const std::string& where, const std::string& h5path, const BlockView& b) {
+  bool plan_block(const std::string& where, const std::string& h5path, const BlockView& b, const GroupView& g,
+                  const LeafView& leaf) {
     Id d = checked(H5Oopen(file_, h5path.c_str(), H5P_DEFAULT), H5Oclose, where);
     if (H5Iget_type(d.get()) != H5I_DATASET) {
       problems_.push_back({ProblemKind::type, where, "a group in the file where a dataset was expected"});
@@ -419,6 +432,8 @@ class Reader {
     Planned p{h5path, where, &b, memory, 0, dtype_size(b.dtype) * static_cast<std::size_t>(b.rows * b.cols)};
     p.stored = *dtype;
     p.crc = crc;
+    p.finite = g.check_values && (g.state || leaf.trainable);
+    p.nonnegative = g.check_values && leaf.nonnegative ? leaf.segments.back().c_str() : nullptr;
     if (memory == b.dtype && b.dtype != Dtype::boolean && p.bytes != 0)
       p.address = raw_address(d.get(), type.get(), b, p.bytes);
     if (p.address == HADDR_UNDEF) {
@@ -462,6 +477,7 @@ class Reader {
   LoadReport& report_;
   std::vector<Problem>& problems_;
   std::vector<Planned> plan_;
+  std::vector<Point> points_;
   std::size_t total_ = 0;  // bytes of the staging area
   int fd_ = -1;
   std::uint64_t file_size_ = 0;
@@ -632,14 +648,38 @@ void check_format_version(hid_t file, const std::vector<GroupView>& groups, cons
 
 // The CRC-32 of a block's bytes in the file, read by pread() through a buffer that stays in cache; false with errno
 // set when the read fails.
-bool raw_crc32(int fd, const Planned& p, std::vector<unsigned char>& buffer, std::uint32_t* crc) {
+// Numbers a parameter or a state array may not hold.
+struct ValueCount {
+  std::size_t non_finite = 0, negative = 0;
+};
+template <class S>
+void count_values(const unsigned char* p, std::size_t bytes, bool nonnegative, ValueCount& c) {
+  for (std::size_t i = 0; i + sizeof(S) <= bytes; i += sizeof(S)) {
+    S v;
+    std::memcpy(&v, p + i, sizeof(S));
+    if (!std::isfinite(v))
+      ++c.non_finite;
+    else if (nonnegative && v < 0)
+      ++c.negative;
+  }
+}
+void count_values(const Planned& p, const unsigned char* data, std::size_t bytes, ValueCount& c) {
+  if (!p.finite && p.nonnegative == nullptr) return;
+  if (p.block->dtype == Dtype::f64) count_values<double>(data, bytes, p.nonnegative != nullptr, c);
+  if (p.block->dtype == Dtype::f32) count_values<float>(data, bytes, p.nonnegative != nullptr, c);
+}
+
+// The CRC-32 of a block's bytes in the file and its numbers' count, read by pread() through a buffer that stays in
+// cache; false with errno set when the read fails.
+bool raw_inspect(int fd, const Planned& p, std::vector<unsigned char>& buffer, std::uint32_t* crc, ValueCount& values) {
   constexpr std::size_t kBufferBytes = std::size_t{256} << 10;
   if (buffer.size() < kBufferBytes) buffer.resize(kBufferBytes);
   std::uint32_t c = 0;
   for (std::size_t done = 0; done < p.bytes;) {
     const std::size_t n = std::min(kBufferBytes, p.bytes - done);
     if (!pread_all(fd, buffer.data(), n, p.address + done)) return false;
-    c = crc32(c, buffer.data(), n);
+    if (p.crc) c = crc32(c, buffer.data(), n);
+    count_values(p, buffer.data(), n, values);
     done += n;
   }
   *crc = c;
@@ -696,41 +736,71 @@ LoadReport read_pass(const std::string& filename, const std::vector<GroupView>& 
     // The checksums, before anything in the tree changes. A staged block holds the file's values in the file's own
     // scalar type unless a cast converted it; a converted one is read once more as stored.
     static_assert(std::endian::native == std::endian::little, "checksums are computed on little-endian bytes");
-    // The blocks read by pread() are summed on the reader threads (for_each_block), every one of them: each failure
-    // is reported.
+    // The values in the same pass: NaN or infinity in a parameter or in the optimizer's state (buffers may hold
+    // them: masks, running maxima) and a negative second moment are errors in a strict load and reported
+    // differences in a lenient one, which may need to load a diverged run.
     const std::vector<Planned>& plan = reader.plan();
+    auto inspected = [](const Planned& p) {
+      return p.crc || ((p.finite || p.nonnegative != nullptr) && is_float(p.block->dtype));
+    };
+    // The blocks read by pread() are inspected on the reader threads (for_each_block), every one of them: each
+    // failure is reported.
     std::vector<std::uint32_t> raw_sums(plan.size(), 0);
+    std::vector<ValueCount> raw_counts(plan.size());
     std::vector<int> raw_errors(plan.size(), 0);
     {
-      std::vector<const Planned*> summed;
+      std::vector<const Planned*> todo;
       for (const Planned* p : raw_blocks(plan))
-        if (p->crc && p->bytes != 0) summed.push_back(p);
+        if (inspected(*p) && p->bytes != 0) todo.push_back(p);
       std::size_t done = 0;
       int unused = 0;
       for_each_block(
-          summed,
+          todo,
           [&](const Planned& p, std::vector<unsigned char>& buffer) {
             const auto i = static_cast<std::size_t>(&p - plan.data());
-            if (!raw_crc32(fd, p, buffer, &raw_sums[i])) raw_errors[i] = errno;
+            if (!raw_inspect(fd, p, buffer, &raw_sums[i], raw_counts[i])) raw_errors[i] = errno;
             return true;
           },
           &done, &unused);
     }
     for (const Planned& p : plan) {
-      if (!p.crc) continue;
+      if (!inspected(p)) continue;
       const auto i = static_cast<std::size_t>(&p - plan.data());
       std::uint32_t actual = 0;
+      ValueCount count;
       if (p.bytes == 0) {
         actual = crc32(0, nullptr, 0);
       } else if (p.address != HADDR_UNDEF) {
         if (raw_errors[i] != 0) {
-          problems.push_back(
-              {ProblemKind::file, p.what,
-               std::string("cannot read the data to check its checksum: ") + std::strerror(raw_errors[i])});
+          problems.push_back({ProblemKind::file, p.what,
+                              std::string("cannot read the data to check it: ") + std::strerror(raw_errors[i])});
           continue;
         }
         actual = raw_sums[i];
-      } else if (p.memory == p.stored) {
+        count = raw_counts[i];
+      } else {
+        count_values(p, arena.at(p.offset), p.bytes, count);
+      }
+      const std::size_t n = static_cast<std::size_t>(p.block->rows * p.block->cols);
+      auto value_problem = [&](const std::string& why) {
+        if (options.strict)
+          problems.push_back({ProblemKind::value, p.what, why});
+        else
+          report.differences.push_back(p.what + ": " + why);
+      };
+      if (count.non_finite != 0)
+        value_problem(std::to_string(count.non_finite) + " of " + std::to_string(n) +
+                      " numbers are NaN or infinite in the file; a strict load refuses them in parameters and "
+                      "optimizer state (LoadOptions::strict = false loads them and reports them)");
+      if (count.negative != 0)
+        value_problem(std::to_string(count.negative) + " of " + std::to_string(n) +
+                      " numbers are negative in the file; " + p.nonnegative + " is a second moment, never negative");
+      if (!p.crc || p.bytes == 0 || p.address != HADDR_UNDEF) {
+        if (p.crc && actual != *p.crc)
+          problems.push_back({ProblemKind::checksum, p.what, checksum_mismatch(*p.crc, actual)});
+        continue;
+      }
+      if (p.memory == p.stored) {
         actual = crc32(0, arena.at(p.offset), p.bytes);
       } else {
         const std::size_t n = static_cast<std::size_t>(p.block->rows * p.block->cols);
@@ -744,6 +814,33 @@ LoadReport read_pass(const std::string& filename, const std::vector<GroupView>& 
         actual = crc32(0, as_stored.data(), as_stored.size());
       }
       if (actual != *p.crc) problems.push_back({ProblemKind::checksum, p.what, checksum_mismatch(*p.crc, actual)});
+    }
+    // Manifold points, from their blocks as the file holds them.
+    for (const Reader::Point& point : reader.points()) {
+      std::vector<std::vector<unsigned char>> raw;
+      std::vector<const void*> blocks;
+      bool readable = true;
+      for (std::size_t b = 0; b < point.leaf->blocks.size(); ++b) {
+        const Planned& p = reader.plan()[point.first + b];
+        if (p.address == HADDR_UNDEF) {
+          blocks.push_back(arena.at(p.offset));
+          continue;
+        }
+        raw.emplace_back(p.bytes);
+        if (!pread_all(fd, raw.back().data(), p.bytes, p.address)) {
+          problems.push_back({ProblemKind::file, p.what, std::string("cannot read the data: ") + std::strerror(errno)});
+          readable = false;
+          break;
+        }
+        blocks.push_back(raw.back().data());
+      }
+      if (!readable) continue;
+      const std::string why = point.leaf->validate(blocks);
+      if (why.empty()) continue;
+      if (options.strict)
+        problems.push_back({ProblemKind::value, point.where, why});
+      else
+        report.differences.push_back(point.where + ": " + why);
     }
     if (!problems.empty()) throw Error(context, std::move(problems));
     // Everything is checked: the tree changes now. Only the operating system's read can still fail.

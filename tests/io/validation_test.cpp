@@ -5,7 +5,9 @@
 #include "common.hpp"
 
 #include <geomopt/io.hpp>
+
 #include <geomopt/manifolds/stiefel.hpp>  // alone: the test needs no dense kernels
+#include "../../io/src/checksum.hpp"      // the io library's own CRC-32 (exported from it, private to it)
 
 #include <fcntl.h>
 #include <hdf5.h>
@@ -14,6 +16,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -43,6 +46,12 @@ Net make_net(double start) {
 }
 
 using State = iotest::FakeState<double, Net>;
+
+struct Masked {
+  Eigen::VectorXd w;
+  pt::Buffer<Eigen::VectorXd> mask;  // an attention mask: -infinity is a legitimate value
+  GEOMOPT_PTREE(w, mask)
+};
 
 // An Adam-like state: a first and a second moment per leaf (the Stiefel leaf's by its 7 tangent coordinates).
 State make_state(double start, std::int64_t step) {
@@ -130,6 +139,33 @@ std::vector<std::string> directory_listing(const std::filesystem::path& dir) {
 }
 
 }  // namespace
+
+TEST_CASE("checksums: the CRC-32 of every length and alignment equals a bit-at-a-time reference") {
+  // The textbook definition, one bit at a time: independent of the library's table and carry-less folding.
+  auto reference = [](const unsigned char* p, std::size_t n) {
+    std::uint32_t c = 0xFFFFFFFFu;
+    for (std::size_t i = 0; i < n; ++i) {
+      c ^= p[i];
+      for (int k = 0; k < 8; ++k) c = (c >> 1) ^ ((c & 1u) != 0 ? 0xEDB88320u : 0u);
+    }
+    return ~c;
+  };
+  std::vector<unsigned char> data(4096 + 64);
+  std::uint32_t x = 12345;
+  for (auto& c : data) c = static_cast<unsigned char>((x = x * 1103515245u + 12345u) >> 24);
+  const unsigned char check[] = {'1', '2', '3', '4', '5', '6', '7', '8', '9'};
+  CHECK(geomopt::io::detail::crc32(0, check, 9) == 0xCBF43926u);  // the catalogue's check value
+  for (std::size_t n : {0, 1, 15, 16, 17, 63, 64, 65, 255, 256, 257, 300, 511, 512, 1000, 1024, 4096})
+    for (std::size_t offset : {0, 1, 7, 33}) {
+      CAPTURE(n);
+      CAPTURE(offset);
+      const unsigned char* p = data.data() + offset;
+      const std::uint32_t want = reference(p, n);
+      CHECK(geomopt::io::detail::crc32(0, p, n) == want);
+      CHECK(geomopt::io::detail::crc32_portable(0, p, n) == want);
+      CHECK(geomopt::io::detail::crc32(geomopt::io::detail::crc32(0, p, n / 3), p + n / 3, n - n / 3) == want);
+    }
+}
 
 TEST_CASE("checksums: a changed number in a dataset is refused before anything changes, and only by the checksum") {
   iotest::ScratchDir dir("crc");
@@ -247,6 +283,58 @@ TEST_CASE("a checkpoint's step and format_version are validated; the tree and th
   Net n = make_net(7.0);
   CHECK(geomopt::io::load(file, n).complete());
   CHECK(iotest::snapshot(n) == iotest::snapshot(make_net(1.0)));
+}
+
+TEST_CASE("a strict load refuses NaN and infinity in parameters and state and a negative second moment") {
+  iotest::ScratchDir dir("values");
+  const std::string file = dir.file("ckpt.h5");
+  Net net = make_net(1.0);
+  net.w(2, 1) = std::numeric_limits<double>::quiet_NaN();  // a diverged run may be saved
+  geomopt::io::save_checkpoint(file, net, make_state(2.0, 3));
+  expect_refused(file, ProblemKind::value, "1 of 15 numbers are NaN or infinite in the file");
+  {  // A lenient load takes it and says so.
+    Net n = make_net(7.0);
+    State s = make_state(9.0, 5);
+    const auto r = geomopt::io::load_checkpoint(file, n, s, {.strict = false});
+    CHECK(std::isnan(n.w(2, 1)));
+    REQUIRE(r.differences.size() == 1);
+    CHECK(r.differences[0].find("w: 1 of 15 numbers are NaN or infinite") == 0);
+  }
+  State state = make_state(2.0, 3);
+  state.slots[1].data(0, 0) = -std::numeric_limits<double>::infinity();  // w.exp_avg_sq
+  state.slots[3].data(2, 0) = -0.5;                                      // b.exp_avg_sq
+  geomopt::io::save_checkpoint(file, make_net(1.0), state);
+  expect_refused(file, ProblemKind::value, "1 of 15 numbers are NaN or infinite");
+  expect_refused(file, ProblemKind::value, "1 of 4 numbers are negative in the file; exp_avg_sq is a second moment");
+  // A first moment may be negative; a buffer may hold infinity (a mask).
+  Masked m{Eigen::VectorXd::Constant(3, -1.0), pt::Buffer<Eigen::VectorXd>{Eigen::VectorXd::Zero(3)}};
+  (*m.mask)(1) = -std::numeric_limits<double>::infinity();
+  iotest::FakeState<double, Masked> ms;
+  ms.slots = {{"w", "exp_avg", Eigen::MatrixXd::Constant(3, 1, -2.0)}};
+  geomopt::io::save_checkpoint(file, m, ms);
+  Masked back{Eigen::VectorXd::Zero(3), pt::Buffer<Eigen::VectorXd>{Eigen::VectorXd::Zero(3)}};
+  iotest::FakeState<double, Masked> back_state;
+  back_state.slots = {{"w", "exp_avg", Eigen::MatrixXd::Zero(3, 1)}};
+  CHECK(geomopt::io::load_checkpoint(file, back, back_state).complete());
+  CHECK(iotest::snapshot(back) == iotest::snapshot(m));
+}
+
+TEST_CASE("a strict load refuses a manifold point off its manifold") {
+  iotest::ScratchDir dir("point");
+  const std::string file = dir.file("net.h5");
+  Net net = make_net(1.0);
+  net.st.value() *= 1.001;  // ||Y^T Y - I|| about 3e-3: a damaged or foreign point, not rounding
+  geomopt::io::save_checkpoint(file, net, make_state(2.0, 3));
+  expect_refused(file, ProblemKind::value, "the point is off its manifold: its defect (check()) is 0.00283");
+  Net n = make_net(7.0);
+  State s = make_state(9.0, 5);
+  const auto r = geomopt::io::load_checkpoint(file, n, s, {.strict = false});
+  REQUIRE(r.differences.size() == 1);
+  CHECK(r.differences[0].find("st: the point is off its manifold") == 0);
+  CHECK(iotest::snapshot(n) == iotest::snapshot(net));
+  // A point as saved (rounding only) loads strictly.
+  geomopt::io::save_checkpoint(file, make_net(1.0), make_state(2.0, 3));
+  CHECK(geomopt::io::load_checkpoint(file, n, s).complete());
 }
 
 TEST_CASE("a save refuses, before writing anything, links that no load could tell apart, naming both paths") {

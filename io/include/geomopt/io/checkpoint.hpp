@@ -54,6 +54,9 @@ void describe_state(const GroupView& params, const State& state, std::vector<Gro
     v.path = path + "." + std::string(name);
     v.segments = leaf->segments;
     v.segments.emplace_back(name);
+    // The kernels' second moments (Adam's exp_avg_sq and max_exp_avg_sq, RMSprop's square_avg, Adagrad's sum):
+    // averages of squares, which a load refuses negative.
+    v.nonnegative = name == "exp_avg_sq" || name == "max_exp_avg_sq" || name == "square_avg" || name == "sum";
     BlockView b;
     b.data = const_cast<S*>(data.data());
     b.dtype = dtype_of<S>();
@@ -96,6 +99,7 @@ LoadReport load_checkpoint(const std::string& filename, Tree& params, State& opt
   std::vector<detail::GroupView> groups;
   groups.push_back(detail::describe(params, options.group));
   detail::describe_state<Tree>(groups[0], optimizer_state, groups);
+  for (auto& g : groups) g.check_values = true;  // parameters, state and moving average of a training run
   // The step is read, not compared.
   auto& attrs = groups[1].attributes;
   std::erase_if(attrs, [](const auto& a) { return a.first == "step"; });

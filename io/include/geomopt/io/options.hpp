@@ -28,8 +28,11 @@ struct SaveOptions {
 
 struct LoadOptions {
   std::string group = "params";
-  bool strict = true;  ///< missing and unexpected paths are errors; otherwise they are reported
-  bool cast = false;   ///< float32 <-> float64 (and integer widths) are converted instead of being an error
+  /// Missing and unexpected paths are errors, and in load_checkpoint NaN or infinity in a parameter or the state, a
+  /// negative second moment, a manifold point off its manifold, an absent step or format_version; otherwise they
+  /// are reported (LoadReport).
+  bool strict = true;
+  bool cast = false;  ///< float32 <-> float64 (and integer widths) are converted instead of being an error
   /// Read the file's structure once in a child process (`geomopt-inspect --check`, or a fork() where the checker
   /// cannot be found) before reading it here, so that a corrupt file which crashes the HDF5 library ends in an
   /// Error (HDF5 1.10 trusts parts of a file's structure). The verdict is the child's report over a pipe, so it

@@ -4,8 +4,13 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
 #include <concepts>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
@@ -86,6 +91,41 @@ std::vector<std::pair<std::string, std::int64_t>> leaf_metadata(const L& leaf) {
   return m;
 }
 
+/// What is wrong with a manifold point read from a file: a copy of the prototype filled with the file's blocks
+/// (row-major, the leaf's scalar types), measured by the manifold's own check() (for a Stiefel point
+/// ||Y^T Y - I||_F) against sqrt(epsilon) of its scalar times sqrt(n) (n its columns): rounding of a saved point is
+/// orders of magnitude below that, a damaged or foreign one far above it.
+template <class L>
+std::string point_problem(const L& prototype, const std::vector<const void*>& blocks) {
+  L x = prototype;
+  std::size_t i = 0;
+  ptree::detail::for_each_block(
+      [&](auto& b) {
+        using B = std::remove_cvref_t<decltype(b)>;
+        const void* src = blocks.at(i++);
+        if constexpr (ptree::detail::any_scalar<B>) {
+          std::memcpy(&b, src, sizeof(B));
+        } else {
+          using S = std::remove_cv_t<typename B::Scalar>;
+          const S* s = static_cast<const S*>(src);
+          for (Eigen::Index r = 0; r < b.rows(); ++r)
+            for (Eigen::Index c = 0; c < b.cols(); ++c) b(r, c) = s[r * b.cols() + c];
+        }
+      },
+      x);
+  const auto defect = check(x);
+  using T = std::remove_cvref_t<decltype(defect)>;
+  double columns = 1;
+  if constexpr (requires { x.n(); }) columns = std::max<double>(1, static_cast<double>(x.n()));
+  const double tolerance = std::sqrt(static_cast<double>(std::numeric_limits<T>::epsilon())) * std::sqrt(columns);
+  const double d = static_cast<double>(defect);
+  if (d <= tolerance) return "";
+  char text[160];
+  std::snprintf(text, sizeof text, "the point is off its manifold: its defect (check()) is %.3g, the tolerance %.3g", d,
+                tolerance);
+  return text;
+}
+
 inline std::vector<std::string> segments_of(const ptree::Path& path) {
   std::vector<std::string> s;
   s.reserve(path.size());
@@ -115,6 +155,9 @@ struct Describer {
       v.structured = true;
       v.type = ptree::detail::leaf_type_name(leaf);
       v.metadata = leaf_metadata(leaf);
+      // A manifold point (its type has a check() found by argument-dependent lookup) is checked at load.
+      if constexpr (requires { static_cast<double>(check(leaf)); })
+        v.validate = [&leaf](const std::vector<const void*>& blocks) { return point_problem(leaf, blocks); };
     }
     ptree::detail::for_each_block([&](const auto& b) { v.blocks.push_back(block_view(b, v.path)); }, leaf);
     out->leaves.push_back(std::move(v));

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,6 +36,10 @@ struct LeafView {
   std::string type;         ///< structured: the leaf's type name ("SymmetricMatrix")
   std::vector<std::pair<std::string, std::int64_t>> metadata;  ///< structured: n, N, ...
   std::vector<BlockView> blocks;
+  bool nonnegative = false;  ///< optimizer state: a second moment (a load refuses negative numbers)
+  /// A manifold point: given its blocks as the file holds them (row-major, in the tree's scalar types), what is wrong
+  /// with it ("" when it lies on its manifold within the tolerance of its scalar type).
+  std::function<std::string(const std::vector<const void*>&)> validate;
 };
 
 struct AliasView {
@@ -58,6 +63,9 @@ struct GroupView {
   std::vector<std::pair<std::string, std::int64_t>> counters;
   bool has_tree = true;  ///< false: attributes only (no leaves are expected or enumerated)
   bool state = false;    ///< optimizer state: its arrays are neither parameters nor buffers (no trainable attribute)
+  /// A checkpoint's group: a load checks the numbers (finite parameters and state, nonnegative second moments,
+  /// manifold points on their manifold). A plain tree may be anything shaped like parameters (a gradient), so not.
+  bool check_values = false;
 };
 
 /// The attributes of each group read, in the order of the views.
