@@ -362,7 +362,7 @@ class Reader {
                       leaf.blocks[b], g, leaf) &&
            ok;
     }
-    if (ok && g.check_values && leaf.validate) points_.push_back({where, &leaf, plan_.size() - leaf.blocks.size()});
+    if (ok && g.check_points && leaf.validate) points_.push_back({where, &leaf, plan_.size() - leaf.blocks.size()});
     if (ok) (g.state ? report_.state : report_.loaded).push_back(where);
   }
 
