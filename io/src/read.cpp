@@ -240,7 +240,9 @@ class Reader {
 
   void check_counters(const GroupView& g, const std::vector<std::pair<std::string, Attribute>>& found, bool present) {
     if (!present) return;  // the missing group is reported by itself
-    for (const auto& [name, bound] : g.counters) {
+    for (const auto& counter : g.counters) {
+      const std::string& name = counter.first;  // not a structured binding: clang 14 cannot capture one
+      const std::int64_t bound = counter.second;
       const auto it = std::find_if(found.begin(), found.end(), [&](const auto& a) { return a.first == name; });
       const std::string expected = "an integer from 0 to " + std::to_string(bound) + " is expected";
       if (it == found.end()) {
