@@ -244,10 +244,10 @@ class Reader {
 
   void check_counters(const GroupView& g, const std::vector<std::pair<std::string, Attribute>>& found, bool present) {
     if (!present) return;  // the missing group is reported by itself
-    for (const auto& [name, bound] : g.counters) {
-      // clang 14 (Debian 12) cannot capture a structured binding in a lambda.
-      const std::string& key = name;
-      const auto it = std::find_if(found.begin(), found.end(), [&](const auto& a) { return a.first == key; });
+    for (const auto& counter : g.counters) {
+      const std::string& name = counter.first;  // not a structured binding: clang 14 cannot capture one
+      const std::int64_t bound = counter.second;
+      const auto it = std::find_if(found.begin(), found.end(), [&](const auto& a) { return a.first == name; });
       const std::string expected = "an integer from 0 to " + std::to_string(bound) + " is expected";
       if (it == found.end()) {
         const std::string why = name + " is absent in the file; " + expected;
@@ -368,7 +368,7 @@ class Reader {
                       leaf.blocks[b], g, leaf) &&
            ok;
     }
-    if (ok && g.check_values && leaf.validate) points_.push_back({where, &leaf, plan_.size() - leaf.blocks.size()});
+    if (ok && g.check_points && leaf.validate) points_.push_back({where, &leaf, plan_.size() - leaf.blocks.size()});
     if (ok) (g.state ? report_.state : report_.loaded).push_back(where);
   }
 

@@ -100,6 +100,7 @@ LoadReport load_checkpoint(const std::string& filename, Tree& params, State& opt
   groups.push_back(detail::describe(params, options.group));
   detail::describe_state<Tree>(groups[0], optimizer_state, groups);
   for (auto& g : groups) g.check_values = true;  // parameters, state and moving average of a training run
+  groups[0].check_points = true;
   // The step is read, not compared.
   auto& attrs = groups[1].attributes;
   std::erase_if(attrs, [](const auto& a) { return a.first == "step"; });

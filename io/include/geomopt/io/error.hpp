@@ -1,7 +1,8 @@
 // geomopt::io::Error: a file could not be saved or loaded as asked; what() lists every problem, each with its path.
 //
 // A load collects every problem it finds (missing and unexpected paths, shape, scalar type, structured type,
-// metadata and tie mismatches, an unreadable file) before it throws, and a tree it throws for is unchanged (but
+// metadata and tie mismatches, checksum mismatches, numbers a checkpoint may not hold, an unreadable file) before it
+// throws, and a tree it throws for is unchanged (but
 // for an operating-system read error after every check, see docs/file_format.md).
 // Each Problem names its path in the tree ("layers.0.weight"), or the file itself for a file-level problem.
 #pragma once

@@ -66,6 +66,8 @@ struct GroupView {
   /// A checkpoint's group: a load checks the numbers (finite parameters and state, nonnegative second moments,
   /// manifold points on their manifold). A plain tree may be anything shaped like parameters (a gradient), so not.
   bool check_values = false;
+  /// A checkpoint's parameters: manifold points must lie on their manifold (a moving average of points need not).
+  bool check_points = false;
 };
 
 /// The attributes of each group read, in the order of the views.
