@@ -337,8 +337,9 @@ class Optimizer {
         if (other < leaf) std::tie(leaf, why) = std::pair{other, "the gradient is not finite"};
         if (leaf >= st.leaves_.size()) {
           // Every number is finite: their squares overflow double.
-          std::tie(leaf, why) =
-              std::pair{std::min(first_overflow(st), extra.first_overflow()), "the global gradient norm overflows"};
+          why = "the global gradient norm overflows";
+          leaf = std::min(first_overflow(st, false), extra.first_overflow());
+          if (leaf >= st.leaves_.size()) leaf = first_overflow(st, true);
         }
         return refuse(st, report, std::min(leaf, st.leaves_.size() - 1), why);
       }
@@ -539,10 +540,10 @@ class Optimizer {
     return {st.leaves_.size(), nullptr};
   }
 
-  // The first leaf whose own squared gradient norm overflows double, else the one with the largest: where an
-  // overflow of the global norm of finite gradients comes from.
+  // The first leaf whose own squared gradient norm overflows double, else (with largest_otherwise) the one with the
+  // largest, else leaf_count(): where an overflow of the global norm of finite gradients comes from.
   template <class Tree>
-  static std::size_t first_overflow(const OptimizerState<Tree>& st) {
+  static std::size_t first_overflow(const OptimizerState<Tree>& st, bool largest_otherwise) {
     using T = ptree::scalar_t<Tree>;
     using ConstArray = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
     std::size_t largest = st.leaves_.size();
@@ -554,7 +555,7 @@ class Optimizer {
       if (!std::isfinite(sq)) return u.leaf;
       if (sq > most) most = sq, largest = u.leaf;
     }
-    return largest;
+    return largest_otherwise ? largest : st.leaves_.size();
   }
 
   // One work item. kVerify: runs the kernel on copies and returns whether every number it would write (the new
@@ -641,9 +642,10 @@ class Optimizer {
       if constexpr (kHasAvx2) done = avx2 && Kernel::update_avx2(coeffs, x);
       if (!done) Kernel::update(coeffs, x);
       if constexpr (kVerify) {
-        if (!x.p.allFinite()) return false;
-        for (std::size_t s = 0; s < nslots; ++s)
-          if (!x.s[s].allFinite()) return false;
+        // x * 0 is 0 for a finite x and NaN otherwise: a vectorized sum, where allFinite tests entry by entry.
+        T probe = (x.p * T(0)).sum();
+        for (std::size_t s = 0; s < nslots; ++s) probe += (x.s[s] * T(0)).sum();
+        if (probe != T(0)) return false;
       } else if (ema != nullptr) {
         Array e(ema + i, len);
         e = decay * e + (T(1) - decay) * x.p;
