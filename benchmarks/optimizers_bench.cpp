@@ -8,6 +8,8 @@
 //   roof32_1t             the same with 3 reads and 2 writes (t = a + c; a = b; b = t): SGD with momentum's traffic
 //   adam_1t, adam_2t      geomopt::Adam({.lr = 1e-3}) step on the 369-leaf tree (float), threads 1 / 2
 //   adamw_1t, sgd_1t      geomopt::AdamW({.lr = 1e-3}) (weight_decay 1e-2) and SGD({.lr = 1e-3, .momentum = 0.9})
+//   policy group          adam_skip_1t, adam_raise_1t: adam_1t under NonFinitePolicy::skip / ::raise (what the
+//                         check of the gradients, the norm and the kernel's outputs costs against adam_1t)
 //   roof_l2, adam_l2      diagnostics: the roof kernel and the Adam step on 16,384 entries (4 x 64 KiB, cache
 //                         resident), the arithmetic throughput when memory is not the limit
 //   diag group            diagnostic kernels run through geomopt::Optimizer on the 369-leaf tree, 1 thread, with
@@ -318,6 +320,11 @@ Case make_case(const std::string& name, Data& d) {
   }
   if (name == "adam_1t") return optimizer_case(name, geomopt::Adam({.lr = 1e-3}, one), d.p(), d.g());
   if (name == "adam_2t") return optimizer_case(name, geomopt::Adam({.lr = 1e-3}, two), d.p(), d.g());
+  if (name == "adam_skip_1t" || name == "adam_raise_1t") {
+    geomopt::CommonOptions checked = one;
+    checked.non_finite = name == "adam_skip_1t" ? geomopt::NonFinitePolicy::skip : geomopt::NonFinitePolicy::raise;
+    return optimizer_case(name, geomopt::Adam({.lr = 1e-3}, checked), d.p(), d.g());
+  }
   if (name == "adamw_1t") return optimizer_case(name, geomopt::AdamW({.lr = 1e-3}, one), d.p(), d.g());
   if (name == "sgd_1t") return optimizer_case(name, geomopt::SGD({.lr = 1e-3, .momentum = 0.9}, one), d.p(), d.g());
   if (name == "adam_nosqrt_1t")
@@ -361,6 +368,7 @@ std::vector<std::string> expand(const std::string& list) {
   std::vector<std::string> tree = {"roof_1t", "roof_2t", "adam_1t", "adam_2t", "roof32_1t", "sgd_1t", "adamw_1t",
                                    "roof_l2", "adam_l2"};
   std::vector<std::string> diag = {"adam_nosqrt_1t", "adam_nosqrtdiv_1t", "adam_fused_1t"};
+  std::vector<std::string> policy = {"adam_1t", "adam_skip_1t", "adam_raise_1t"};
   std::vector<std::string> manifold;
   for (const char* k : {"eu", "rec", "tra"})
     for (int N : kManifoldSizes) manifold.push_back(std::string(k) + "/" + std::to_string(N));
@@ -371,7 +379,9 @@ std::vector<std::string> expand(const std::string& list) {
     if (item == "tree" || item == "all") out.insert(out.end(), tree.begin(), tree.end());
     if (item == "diag" || item == "all") out.insert(out.end(), diag.begin(), diag.end());
     if (item == "manifold" || item == "all") out.insert(out.end(), manifold.begin(), manifold.end());
-    if (item != "tree" && item != "diag" && item != "manifold" && item != "all" && !item.empty()) out.push_back(item);
+    if (item == "policy") out.insert(out.end(), policy.begin(), policy.end());
+    if (item != "tree" && item != "diag" && item != "manifold" && item != "all" && item != "policy" && !item.empty())
+      out.push_back(item);
   }
   return out;
 }

@@ -13,8 +13,8 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
-#include <concepts>
 #include <cmath>
+#include <concepts>
 #include <cstdio>
 #include <deque>
 #include <limits>
@@ -43,8 +43,12 @@ class SolverProblem {
   virtual double compact_norm(const Eigen::VectorXd& v) const = 0;
   /// The relative cost change below which rounding hides a decrease.
   virtual double roundoff() const = 0;
-  /// f at point `slot`, and the coordinates of its Riemannian gradient.
+  /// f at point `slot`, and the coordinates of its Riemannian gradient. A point where the cost, the Euclidean
+  /// gradient or its lift is not finite (or where the lift throws std::domain_error, a point outside its manifold's
+  /// domain) gives a NaN cost and non_finite() names the leaf; otherwise non_finite() is empty.
   virtual double evaluate(int slot, Eigen::VectorXd& g) = 0;
+  /// What the last evaluate found not finite, naming the leaf ("" when everything was finite).
+  virtual const std::string& non_finite() const = 0;
   /// point `to` <- R_{point from}(delta).
   virtual void step(int from, const Eigen::VectorXd& delta, int to) = 0;
   virtual void copy(int from, int to) = 0;
@@ -84,9 +88,23 @@ class TreeProblem final : public SolverProblem {
     const Tree& x = points_[static_cast<std::size_t>(slot)];
     Tree& egrad = kHessian ? egrads_[static_cast<std::size_t>(slot)] : egrad_;
     const double f = static_cast<double>(cost_(x, &egrad));
-    geo_.gradient(x, egrad, g);
+    non_finite_.clear();
+    try {
+      geo_.gradient(x, egrad, g);
+    } catch (const std::domain_error& e) {
+      non_finite_ = e.what();
+      g.setConstant(std::numeric_limits<double>::quiet_NaN());
+      return std::numeric_limits<double>::quiet_NaN();
+    }
+    if (!std::isfinite(f)) {
+      non_finite_ = "the cost is " + std::to_string(f);
+    } else if (!g.allFinite()) {
+      non_finite_ = geo_.first_non_finite(egrad, g);
+      return std::numeric_limits<double>::quiet_NaN();
+    }
     return f;
   }
+  const std::string& non_finite() const override { return non_finite_; }
   bool has_hessian() const override { return kHessian; }
 
   // Along c(t) = R_x(t v) the gradient's coordinates are G(c(t), egrad(c(t))), G the lift of a Euclidean gradient
@@ -124,6 +142,7 @@ class TreeProblem final : public SolverProblem {
  private:
   Cost& cost_;
   Hessian& hessian_;
+  std::string non_finite_;
   TreeGeometry<Tree> geo_;
   Tree egrad_;
   std::vector<Tree> points_;
@@ -144,13 +163,11 @@ class Solver {
         roundoff_(problem.roundoff()),
         cbrt_epsilon_(std::cbrt(epsilon)) {
     const bool compact = problem_.has_compact();
-    ceiling_ = compact ? (options.max_step_norm_on_compact > 0 ? options.max_step_norm_on_compact
-                                                                : std::numbers::pi)
+    ceiling_ = compact ? (options.max_step_norm_on_compact > 0 ? options.max_step_norm_on_compact : std::numbers::pi)
                        : std::numeric_limits<double>::infinity();
     curvature_ = options.curvature.value_or(options.method == SolverMethod::conjugate_gradient ? 0.1 : 0.9);
-    line_search_ = options.line_search.value_or(options.method == SolverMethod::gradient_descent
-                                                    ? LineSearchType::armijo
-                                                    : LineSearchType::strong_wolfe);
+    line_search_ = options.line_search.value_or(
+        options.method == SolverMethod::gradient_descent ? LineSearchType::armijo : LineSearchType::strong_wolfe);
   }
 
   // Solves from point 0; returns the point holding the result (-1: keep the start).
@@ -171,14 +188,20 @@ class Solver {
     it0.cost = cur.f;
     it0.gradient_norm = s.initial_gradient_norm;
     if (!std::isfinite(cur.f) || !cur.g.allFinite()) {
-      finish(cur, TerminationType::failure, "the cost or its gradient is not finite at the starting point");
+      finish(cur, TerminationType::failure,
+             "the cost or its gradient is not finite at the starting point" +
+                 (non_finite_.empty() ? std::string() : ": " + non_finite_));
     } else if (!record(it0) && !converged_gradient(cur)) {
       switch (options_.method) {
         case SolverMethod::gradient_descent:
         case SolverMethod::conjugate_gradient:
         case SolverMethod::lbfgs:
-        case SolverMethod::bfgs: line_search_method(cur); break;
-        case SolverMethod::trust_region: trust_region(cur); break;
+        case SolverMethod::bfgs:
+          line_search_method(cur);
+          break;
+        case SolverMethod::trust_region:
+          trust_region(cur);
+          break;
       }
     }
     s.final_cost = cur.f;
@@ -202,7 +225,16 @@ class Solver {
   double evaluate(Point& p) {
     ++summary_.num_cost_evaluations;
     ++summary_.num_gradient_evaluations;
-    return p.f = problem_.evaluate(p.slot, p.g);
+    p.f = problem_.evaluate(p.slot, p.g);
+    if (!problem_.non_finite().empty() && non_finite_.empty()) non_finite_ = problem_.non_finite();
+    return p.f;
+  }
+
+  // A failure's message, led by the first non-finite evaluation since the last accepted point when there was one:
+  // that, not the search that gave up on it, is what the user must fix.
+  std::string failure(const std::string& what) const {
+    if (non_finite_.empty()) return what;
+    return "the cost or its gradient is not finite at a trial point: " + non_finite_ + " (then " + what + ")";
   }
 
   // Records an iteration, prints it, runs the callbacks; true when the solve must stop (termination set).
@@ -213,7 +245,8 @@ class Solver {
     it.iteration = static_cast<int>(summary_.iterations.size());
     summary_.iterations.push_back(it);
     if (options_.minimizer_progress_to_stdout) {
-      if (it.iteration == 0) std::printf("iter      cost      cost_change  |gradient|   |step|    step   evals  time\n");
+      if (it.iteration == 0)
+        std::printf("iter      cost      cost_change  |gradient|   |step|    step   evals  time\n");
       std::printf("%4d % 14.6e % 10.3e % 10.3e % 9.3e % 9.3e %4d % 8.2e\n", it.iteration, it.cost, it.cost_change,
                   it.gradient_norm, it.step_norm, it.step_size, it.line_search_evaluations,
                   it.cumulative_time_in_seconds);
@@ -237,8 +270,8 @@ class Solver {
   bool converged_gradient(const Point& p) {
     const double gn = p.g.norm();
     if (gn <= options_.gradient_tolerance) {
-      finish(p, TerminationType::convergence, "gradient norm " + num(gn) + " <= gradient_tolerance " +
-                                                  num(options_.gradient_tolerance));
+      finish(p, TerminationType::convergence,
+             "gradient norm " + num(gn) + " <= gradient_tolerance " + num(options_.gradient_tolerance));
       return true;
     }
     if (options_.relative_gradient_tolerance > 0 &&
@@ -257,13 +290,13 @@ class Solver {
     if (converged_gradient(p)) return true;
     if (options_.function_tolerance > 0 &&
         std::abs(f_old - p.f) <= options_.function_tolerance * std::max(std::abs(p.f), 1e-300)) {
-      finish(p, TerminationType::convergence, "relative cost change " + num(std::abs(f_old - p.f) / std::abs(p.f)) +
-                                                  " <= function_tolerance");
+      finish(p, TerminationType::convergence,
+             "relative cost change " + num(std::abs(f_old - p.f) / std::abs(p.f)) + " <= function_tolerance");
       return true;
     }
     if (summary_.num_iterations() >= options_.max_iterations) {
-      finish(p, TerminationType::no_convergence, "max_iterations " + std::to_string(options_.max_iterations) +
-                                                     " reached");
+      finish(p, TerminationType::no_convergence,
+             "max_iterations " + std::to_string(options_.max_iterations) + " reached");
       return true;
     }
     if (seconds() >= options_.max_solver_time_in_seconds) {
@@ -440,7 +473,7 @@ class Solver {
     Vector d, g_old, s_vec, y_vec;
     std::deque<std::pair<Vector, Vector>> pairs;  // L-BFGS (s, y)
     std::deque<double> rhos;
-    Eigen::MatrixXd H;                            // BFGS: the inverse Hessian approximation
+    Eigen::MatrixXd H;  // BFGS: the inverse Hessian approximation
     bool h_scaled = false;
     double t_prev = 0, slope_prev = 0;
     int since_restart = 0;
@@ -501,11 +534,12 @@ class Solver {
           continue;
         }
         finish(cur, TerminationType::failure,
-               "the line search found no step with sufficient decrease in " +
-                   std::to_string(options_.max_line_search_evaluations) + " evaluations");
+               failure("the line search found no step with sufficient decrease in " +
+                       std::to_string(options_.max_line_search_evaluations) + " evaluations"));
         return;
       }
       accepted_any_ = true;
+      non_finite_.clear();
       recovered = false;
       steepest = false;
       t_prev = t;
@@ -559,8 +593,10 @@ class Solver {
   double cg_beta(const Vector& g, const Vector& g_old, const Vector& d_old) const {
     const Vector y = g - g_old;
     switch (options_.conjugate_gradient) {
-      case NonlinearConjugateGradient::fletcher_reeves: return g.squaredNorm() / g_old.squaredNorm();
-      case NonlinearConjugateGradient::polak_ribiere_plus: return std::max(0.0, g.dot(y) / g_old.squaredNorm());
+      case NonlinearConjugateGradient::fletcher_reeves:
+        return g.squaredNorm() / g_old.squaredNorm();
+      case NonlinearConjugateGradient::polak_ribiere_plus:
+        return std::max(0.0, g.dot(y) / g_old.squaredNorm());
       case NonlinearConjugateGradient::hestenes_stiefel: {
         const double den = d_old.dot(y);
         return den != 0 ? std::max(0.0, g.dot(y) / den) : 0.0;
@@ -609,12 +645,13 @@ class Solver {
 
   void trust_region(Point& cur) {
     const Eigen::Index n = problem_.dim();
-    const double max_radius = options_.max_trust_region_radius > 0
-                                  ? options_.max_trust_region_radius
-                                  : (problem_.has_compact() ? std::numbers::pi * std::sqrt(static_cast<double>(n)) : 1e6);
+    const double max_radius =
+        options_.max_trust_region_radius > 0
+            ? options_.max_trust_region_radius
+            : (problem_.has_compact() ? std::numbers::pi * std::sqrt(static_cast<double>(n)) : 1e6);
     double radius = options_.initial_trust_region_radius > 0 ? options_.initial_trust_region_radius : max_radius / 8;
-    const int max_inner = options_.max_truncated_cg_iterations > 0 ? options_.max_truncated_cg_iterations
-                                                                   : static_cast<int>(n);
+    const int max_inner =
+        options_.max_truncated_cg_iterations > 0 ? options_.max_truncated_cg_iterations : static_cast<int>(n);
     Vector eta, r, delta, Hd, Heta;
     for (;;) {
       const int evals_start = summary_.num_cost_evaluations;
@@ -675,6 +712,7 @@ class Solver {
       if (accept) {
         std::swap(cur, trial_tr_);
         accepted_any_ = true;
+        non_finite_.clear();
         it.step_norm = eta.norm();
       }
       it.cost = cur.f;
@@ -682,7 +720,7 @@ class Solver {
       it.gradient_norm = cur.g.norm();
       if (done(cur, accept ? f_old : std::numeric_limits<double>::infinity(), it)) return;
       if (radius < 1e-14 * max_radius) {
-        finish(cur, TerminationType::failure, "the trust region radius collapsed to " + num(radius));
+        finish(cur, TerminationType::failure, failure("the trust region radius collapsed to " + num(radius)));
         return;
       }
     }
@@ -690,11 +728,12 @@ class Solver {
 
   SolverProblem& problem_;
   const SolverOptions& options_;
+  std::string non_finite_;  // the first non-finite evaluation since the last accepted point
   Clock::time_point start_;
   double last_time_ = 0;
   double ceiling_ = 0;
   double curvature_ = 0.9;
-  double roundoff_;  // the relative cost change below which rounding hides the decrease
+  double roundoff_;      // the relative cost change below which rounding hides the decrease
   double cbrt_epsilon_;  // the smallest step of a central difference worth taking in the tree's scalar
   LineSearchType line_search_ = LineSearchType::strong_wolfe;
   bool accepted_any_ = false;
@@ -734,8 +773,8 @@ SolverSummary minimize(Cost&& cost, Tree& x, const SolverOptions& options = {}) 
 /// it. The solver adds the geometry's part itself (solvers.hpp, TreeProblem::hessian_vector; docs/solvers.md),
 /// so a product costs one call of hessian and no evaluation of the cost.
 template <class Tree, class Cost, class Hessian>
-  requires std::invocable<Hessian&, const Tree&, const Tree&, Tree*>
-SolverSummary minimize(Cost&& cost, Hessian&& hessian, Tree& x, const SolverOptions& options) {
+requires std::invocable<Hessian&, const Tree&, const Tree&, Tree*> SolverSummary
+minimize(Cost&& cost, Hessian&& hessian, Tree& x, const SolverOptions& options) {
   return detail::minimize_impl(cost, hessian, x, options);
 }
 

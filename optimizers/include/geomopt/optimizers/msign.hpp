@@ -118,9 +118,7 @@ class MsignWorkspace {
   }
   Eigen::Index rows() const noexcept { return x_.rows(); }
   Eigen::Index cols() const noexcept { return x_.cols(); }
-  std::size_t bytes() const noexcept {
-    return static_cast<std::size_t>(x_.size() + a_.size() + b_.size()) * sizeof(T);
-  }
+  std::size_t bytes() const noexcept { return static_cast<std::size_t>(x_.size() + a_.size() + b_.size()) * sizeof(T); }
 
  private:
   template <class Derived>
@@ -131,10 +129,21 @@ class MsignWorkspace {
 
 namespace detail {
 
+// m <- m / max|m_ij| for a finite m whose squares overflow double (msign(c M) = msign(M) for c > 0); returns the
+// squared Frobenius norm after.
+template <class T, class M>
+double scale_to_unit_max(M& m) {
+  const T top = m.cwiseAbs().maxCoeff();
+  m /= top;
+  double norm2 = 0;
+  for (Eigen::Index j = 0; j < m.cols(); ++j) norm2 += m.col(j).template cast<double>().squaredNorm();
+  return norm2;
+}
+
 // The Newton-Schulz iteration on m in place, with the workspace sized for it.
 template <class T, class M>
-void newton_schulz(M& m, const MsignOptions& o, Eigen::Matrix<T, -1, -1>& other,
-                   Eigen::Matrix<T, -1, -1>& gram, Eigen::Matrix<T, -1, -1>& poly) {
+void newton_schulz(M& m, const MsignOptions& o, Eigen::Matrix<T, -1, -1>& other, Eigen::Matrix<T, -1, -1>& gram,
+                   Eigen::Matrix<T, -1, -1>& poly) {
   namespace st = stepping;
   const Eigen::Index rows = m.rows(), cols = m.cols();
   if (rows == 0 || cols == 0) return;
@@ -142,6 +151,7 @@ void newton_schulz(M& m, const MsignOptions& o, Eigen::Matrix<T, -1, -1>& other,
   double norm2 = 0;
   for (Eigen::Index j = 0; j < cols; ++j) norm2 += m.col(j).template cast<double>().squaredNorm();
   if (norm2 == 0) return;  // msign(0) = 0, with eps = 0 too
+  if (!std::isfinite(norm2)) norm2 = scale_to_unit_max<T>(m);
   const T scale = static_cast<T>(1.0 / (std::sqrt(norm2) + o.eps));
   if (!std::isfinite(static_cast<double>(scale)) || !std::isfinite(norm2)) {
     m.setConstant(std::numeric_limits<T>::quiet_NaN());
@@ -156,7 +166,7 @@ void newton_schulz(M& m, const MsignOptions& o, Eigen::Matrix<T, -1, -1>& other,
     auto& y = bufs[1 - cur];
     if (tall) {  // X (a I + b A + c A^2), A = X^T X
       st::product<T>(gram, x, st::Op::transposed, x, st::Op::plain, T(1), false);
-    } else {     // (a I + b A + c A^2) X, A = X X^T
+    } else {  // (a I + b A + c A^2) X, A = X X^T
       st::product<T>(gram, x, st::Op::plain, x, st::Op::transposed, T(1), false);
     }
     if (c != T(0)) {
@@ -201,6 +211,7 @@ template <class T, class M>
 void msign_gram(M& m) {
   if (m.size() == 0) return;
   const bool tall = m.rows() >= m.cols();
+  if (!(m.template cast<double>().squaredNorm() < std::numeric_limits<double>::infinity())) scale_to_unit_max<T>(m);
   const Eigen::MatrixXd md = m.template cast<double>();
   const Eigen::MatrixXd gram = tall ? Eigen::MatrixXd(md.transpose() * md) : Eigen::MatrixXd(md * md.transpose());
   if (!gram.allFinite()) {
@@ -213,8 +224,7 @@ void msign_gram(M& m) {
   // s_i > sqrt(max(rows, cols)) eps(T) s_max, the SVD method's rank rule, on s = sqrt(lambda).
   // Or below what the Gram matrix resolves: its eigenvalues carry errors of about k eps(double) lambda_max, so a
   // smaller one says nothing about s_i but that it is below sqrt(k eps(double)) s_max.
-  const double rel =
-      std::sqrt(static_cast<double>(std::max(m.rows(), m.cols()))) * std::numeric_limits<T>::epsilon();
+  const double rel = std::sqrt(static_cast<double>(std::max(m.rows(), m.cols()))) * std::numeric_limits<T>::epsilon();
   const double floor =
       std::max(rel * rel, 4.0 * static_cast<double>(lambda.size()) * std::numeric_limits<double>::epsilon()) * top;
   Eigen::VectorXd inv(lambda.size());

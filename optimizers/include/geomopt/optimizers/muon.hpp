@@ -38,6 +38,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <unordered_set>
 #include <utility>
@@ -104,7 +105,7 @@ struct StiefelMuonOptions {
 
 /// What stiefel_muon_direction did.
 struct StiefelMuonReport {
-  int iterations = 0;   ///< multiplier updates
+  int iterations = 0;  ///< multiplier updates
   bool converged = false;
   double residual = 0;  ///< |W^T A + A^T W|_F at the end
   double dual = 0;      ///< |U + W X|_* at the final multiplier: an upper bound on max tr(U^T A)
@@ -166,8 +167,18 @@ using MuonMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
 class StiefelMuonCore {
  public:
   explicit StiefelMuonCore(Eigen::Index n)
-      : k_(n, n), s0_(n, n), x_(n, n), m_(n, n), gram_(n, n), p_(n, n), r_(n, n), h_(n, n), try_(n, n), d_(n),
-        inv_(n), eig_(n) {}
+      : k_(n, n),
+        s0_(n, n),
+        x_(n, n),
+        m_(n, n),
+        gram_(n, n),
+        p_(n, n),
+        r_(n, n),
+        h_(n, n),
+        try_(n, n),
+        d_(n),
+        inv_(n),
+        eig_(n) {}
 
   // K = W^T U and S0 = U^T U given; X <- the solution's multiplier; p() = (Z^T Z)^{-1/2}, xp() = X p().
   // warm: start from x() as the caller left it, rather than from -sym(K).
@@ -366,6 +377,11 @@ class StiefelMuonDirection {
                           std::vector<double>* duals = nullptr, T* multiplier = nullptr, bool warm = false) {
     namespace st = detail::stepping;
     o.validate();
+    if (n_ == 0) {  // St(N, 0) is one point: its tangent space, and so A, is empty
+      StiefelMuonReport rep;
+      rep.converged = true;
+      return rep;
+    }
     const st::ConstMatrixMap<T> um(u, N_, n_);
     wd_ = st::ConstMatrixMap<T>(w, N_, n_).template cast<double>();
     ud_ = um.template cast<double>();
@@ -431,8 +447,8 @@ class StiefelMuonDirection {
 template <class T>
 Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> stiefel_muon_direction(
     const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>& w,
-    const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>& u,
-    const StiefelMuonOptions& o = {}, StiefelMuonReport* report = nullptr, std::vector<double>* duals = nullptr) {
+    const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>& u, const StiefelMuonOptions& o = {},
+    StiefelMuonReport* report = nullptr, std::vector<double>* duals = nullptr) {
   if (u.rows() != w.rows() || u.cols() != w.cols())
     throw std::invalid_argument("stiefel_muon_direction: U is " + std::to_string(u.rows()) + "x" +
                                 std::to_string(u.cols()) + ", W is " + std::to_string(w.rows()) + "x" +
@@ -448,10 +464,11 @@ namespace detail {
 
 // What Muon keeps of one of its leaves.
 struct MuonLeafRecord {
-  std::size_t leaf = 0;          // index in walk order
-  Eigen::Index rows = 0, cols = 0;
-  Eigen::Index offset = 0;       // first entry of its momentum
-  bool stiefel = false;          // ManifoldMuon's Stiefel leaf
+  std::size_t leaf = 0;             // index in walk order
+  Eigen::Index rows = 0, cols = 0;  // the storage order read column-major (a row-major matrix's transpose)
+  bool transposed = false;          // a row-major matrix: rows x cols is the transpose of its shape
+  Eigen::Index offset = 0;          // first entry of its momentum
+  bool stiefel = false;             // ManifoldMuon's Stiefel leaf
   double lr_scale = 1;
   double weight_decay = 0;
   StiefelMuonRetraction retraction = StiefelMuonRetraction::polar;
@@ -460,17 +477,18 @@ struct MuonLeafRecord {
 // The per-step buffers of one Muon leaf (scratch, rebuilt by init).
 template <class T>
 struct MuonLeafWork {
-  MuonMatrix<T> u;                                  // the update before msign / the direction's input
+  MuonMatrix<T> u;  // the update before msign / the direction's input
   MsignWorkspace<T> ms;
   // Stiefel leaves:
-  MuonMatrix<T> a, z;                               // the direction; Z = W^T G for the gradient norm
+  MuonMatrix<T> a, z;  // the direction; Z = W^T G for the gradient norm
   std::unique_ptr<StiefelMuonDirection<T>> direction;
-  StiefelMuonReport report;                         // of the last step's direction
-  Eigen::MatrixXd yd, gram, p;                      // polar: W - lr A in double, its Gram matrix, (Gram)^-1/2
+  StiefelMuonReport report;     // of the last step's direction
+  Eigen::MatrixXd yd, gram, p;  // polar: W - lr A in double, its Gram matrix, (Gram)^-1/2
   Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig;
   MuonMatrix<T> pt;
-  std::unique_ptr<ManifoldStepper<T>> stepper;      // cayley / geodesic
+  std::unique_ptr<ManifoldStepper<T>> stepper;  // cayley / geodesic
   MuonMatrix<T> coords;
+  double squared = 0;  // the gradient's squared norm at the last prepass
 
   std::size_t bytes() const noexcept {
     std::size_t b = static_cast<std::size_t>(u.size() + a.size() + z.size() + pt.size() + coords.size()) * sizeof(T) +
@@ -625,13 +643,13 @@ class BasicMuon {
             ptree::detail::for_each_block(
                 [&](const auto& b) {
                   ++blocks;
-                  rec.rows = ptree::detail::block_rows(b);
-                  rec.cols = ptree::detail::block_cols(b);
+                  std::tie(rec.rows, rec.cols) = detail::storage_shape(b);
+                  rec.transposed = rec.rows != ptree::detail::block_rows(b);
                   contiguous = contiguous && detail::block_contiguous(b);
                 },
                 leaf);
             eligible = blocks == 1 && contiguous && rec.rows >= 2 && rec.cols >= 2;
-            kind = blocks != 1   ? "a leaf of " + std::to_string(blocks) + " storage blocks"
+            kind = blocks != 1  ? "a leaf of " + std::to_string(blocks) + " storage blocks"
                    : contiguous ? "a " + std::to_string(rec.rows) + "x" + std::to_string(rec.cols) + " block"
                                 : "a non-contiguous block";
           }
@@ -652,8 +670,8 @@ class BasicMuon {
             throw std::invalid_argument(path.str() + ": weight decay does not apply to Stiefel leaves");
           rec.retraction = options_.retraction;
           if (lo.retraction.has_value())
-            rec.retraction = *lo.retraction == Retraction::cayley ? StiefelMuonRetraction::cayley
-                                                                  : StiefelMuonRetraction::geodesic;
+            rec.retraction =
+                *lo.retraction == Retraction::cayley ? StiefelMuonRetraction::cayley : StiefelMuonRetraction::geodesic;
           rec.offset = entries;
           entries += rec.rows * rec.cols;
           mine.insert(path.str());
@@ -764,7 +782,9 @@ class BasicMuon {
     return o;
   }
 
-  double shape_scale(Eigen::Index rows, Eigen::Index cols) const {
+  // Muon's step scale by the leaf's own shape (a row-major leaf is stepped as its transpose: msign(M^T) = msign(M)^T).
+  double shape_scale(const detail::MuonLeafRecord& rec) const {
+    const Eigen::Index rows = rec.transposed ? rec.cols : rec.rows, cols = rec.transposed ? rec.rows : rec.cols;
     switch (options_.scale) {
       case MuonScale::original:
         return std::sqrt(std::max(1.0, static_cast<double>(rows) / static_cast<double>(cols)));
@@ -796,19 +816,24 @@ class BasicMuon {
         auto& ptr = st.pointers_[static_cast<std::size_t>(m)];
         if constexpr (detail::manifold_point<L>) {
           if (!rec.stiefel || p.value().rows() != rec.rows || p.value().cols() != rec.cols)
-            throw StructureError(path + ": the leaf does not match the state's (" + std::string(L::kName) + ")");
+            throw StructureError(
+                path + ": the leaf is a " + detail::shape_string(p.value().rows(), p.value().cols()) + " " + L::kName +
+                " point, the state was made for " +
+                (rec.stiefel ? "a " + detail::shape_string(rec.rows, rec.cols) + " Stiefel point" : "a matrix"));
           ptr = {p.value().data(), g.value().data(), ema_data(e.value()...)};
         } else {
           bool ok = !rec.stiefel;
           ptree::detail::for_each_block(
               [&](auto& bp, const auto& bg, auto&... be) {
-                if (ptree::detail::block_rows(bp) != rec.rows || ptree::detail::block_cols(bp) != rec.cols) ok = false;
+                if (detail::storage_shape(bp) != std::pair{rec.rows, rec.cols}) ok = false;
                 ptr = {detail::block_data(bp), detail::block_data(bg), ema_data(be...)};
               },
               p, g, e...);
           if (!ok)
-            throw StructureError(path + ": the leaf does not match the state's (a " + std::to_string(rec.rows) + "x" +
-                                 std::to_string(rec.cols) + " matrix)");
+            throw StructureError(
+                path + ": the leaf does not match the state's (a " +
+                detail::shape_string(rec.transposed ? rec.cols : rec.rows, rec.transposed ? rec.rows : rec.cols) +
+                " matrix)");
         }
       };
       if (ema != nullptr) {
@@ -846,6 +871,7 @@ class BasicMuon {
           sq += -z.template cast<double>().squaredNorm() +
                 0.5 * (z - z.transpose()).template cast<double>().squaredNorm();
         }
+        st.work_[r]->squared = sq;
         total += sq;
       }
       return total;
@@ -861,42 +887,87 @@ class BasicMuon {
       return first;
     }
 
-    void run(int member, std::int64_t, double factor, T gscale, T decay) {
-      for (std::size_t r : st.plan_[static_cast<std::size_t>(member)]) self.step_leaf(st, r, factor, gscale, decay);
+    // The first leaf whose own squared gradient norm overflows double.
+    std::size_t first_overflow() const {
+      std::size_t first = static_cast<std::size_t>(-1);
+      for (std::size_t r = 0; r < st.records_.size(); ++r)
+        if (!std::isfinite(st.work_[r]->squared)) first = std::min(first, st.records_[r].leaf);
+      return first;
+    }
+
+    // This member's updates into the leaves' scratch, nothing written; the first leaf whose update is not finite.
+    std::size_t verify(int member, double factor, T gscale) {
+      std::size_t first = static_cast<std::size_t>(-1);
+      for (std::size_t r : st.plan_[static_cast<std::size_t>(member)])
+        if (!self.prepare_leaf(st, r, factor, gscale, true)) first = std::min(first, st.records_[r].leaf);
+      return first;
+    }
+
+    void run(int member, std::int64_t, double factor, T gscale, T decay, bool verified) {
+      for (std::size_t r : st.plan_[static_cast<std::size_t>(member)])
+        self.step_leaf(st, r, factor, gscale, decay, verified);
     }
   };
 
+  // The leaf's update from its gradient and momentum into its scratch, writing no state: w.u <- msign(U) for a
+  // matrix, w.a <- the direction for a Stiefel leaf, with U the momentum blend of the step. With `check`, returns
+  // whether the update (and a matrix's new parameters) are finite; true otherwise.
   template <class Tree, class T>
-  void step_leaf(MuonState<Tree>& st, std::size_t r, double factor, T gscale, T decay) {
+  bool prepare_leaf(MuonState<Tree>& st, std::size_t r, double factor, T gscale, bool check) {
     const auto& rec = st.records_[r];
     const auto& ptr = st.pointers_[r];
     auto& w = *st.work_[r];
-    const Eigen::Index rows = rec.rows, cols = rec.cols, size = rows * cols;
+    const Eigen::Index size = rec.rows * rec.cols;
+    if (size == 0) return true;
     using Arr = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
     using ConstArr = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
-    const ConstArr g(ptr.g, size);
-    Arr buf(st.momentum_.data() + rec.offset, size);
+    const ConstArr g(ptr.g, size), buf(st.momentum_.data() + rec.offset, size);
     Arr u(w.u.data(), size);
     const T beta = static_cast<T>(options_.momentum);
     const T keep = T(1) - beta;
-    buf = beta * buf + (keep * gscale) * g;
-    if (options_.nesterov) {
-      u = (keep * gscale) * g + beta * buf;
-    } else {
-      u = buf;
+    // The new momentum, as step_leaf writes it, then the Nesterov blend.
+    u = beta * buf + (keep * gscale) * g;
+    if (options_.nesterov) u = (keep * gscale) * g + beta * u;
+    if (check && !u.allFinite()) return false;
+    if (!rec.stiefel) {
+      msign_inplace(w.u, options_.msign_options(), w.ms);
+      if (!check) return true;
+      const double lr = options_.lr * factor * rec.lr_scale;
+      const T step = static_cast<T>(lr * shape_scale(rec));
+      const ConstArr p(ptr.p, size);
+      return (static_cast<T>(1 - lr * rec.weight_decay) * p - step * u).allFinite();
     }
+    w.report = w.direction->solve(ptr.p, w.u.data(), w.a.data(), options_.stiefel);
+    return !check || w.a.allFinite();
+  }
+
+  // Writes the leaf's step: the momentum, the parameters (from the update prepare_leaf left when `prepared`), the
+  // EMA. Arithmetic and retractions only: throws nothing.
+  template <class Tree, class T>
+  void step_leaf(MuonState<Tree>& st, std::size_t r, double factor, T gscale, T decay, bool prepared) {
+    const auto& rec = st.records_[r];
+    const auto& ptr = st.pointers_[r];
+    auto& w = *st.work_[r];
+    const Eigen::Index size = rec.rows * rec.cols;
+    if (size == 0) return;
+    using Arr = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+    using ConstArr = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+    if (!prepared) prepare_leaf(st, r, factor, gscale, false);
+    const ConstArr g(ptr.g, size);
+    Arr buf(st.momentum_.data() + rec.offset, size);
+    const T beta = static_cast<T>(options_.momentum);
+    buf = beta * buf + ((T(1) - beta) * gscale) * g;
     const double lr = options_.lr * factor * rec.lr_scale;
     Arr p(ptr.p, size);
     if (!rec.stiefel) {
-      msign_inplace(w.u, options_.msign_options(), w.ms);
-      const T step = static_cast<T>(lr * shape_scale(rows, cols));
+      const Arr u(w.u.data(), size);
+      const T step = static_cast<T>(lr * shape_scale(rec));
       if (rec.weight_decay != 0) {
         p = static_cast<T>(1 - lr * rec.weight_decay) * p - step * u;
       } else {
         p -= step * u;
       }
     } else {
-      w.report = w.direction->solve(ptr.p, w.u.data(), w.a.data(), options_.stiefel);
       retract(rec, w, ptr.p, static_cast<T>(lr));
     }
     if (ptr.ema != nullptr) {
@@ -910,6 +981,7 @@ class BasicMuon {
   static void retract(const detail::MuonLeafRecord& rec, detail::MuonLeafWork<T>& w, T* y, T lr) {
     namespace sp = detail::stepping;
     sp::MatrixMap<T> ym(y, rec.rows, rec.cols);
+    if (rec.cols == 0) return;  // St(N, 0) is one point
     if (rec.retraction == StiefelMuonRetraction::polar) {
       // Y = W - lr A, then W = Y (Y^T Y)^-1/2 with the Gram matrix formed and decomposed in double.
       w.u = ym - lr * w.a;

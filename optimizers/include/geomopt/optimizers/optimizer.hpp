@@ -18,15 +18,16 @@
 
 #include <Eigen/Core>
 #include <algorithm>
-#include <concepts>
 #include <array>
 #include <cmath>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <numeric>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -57,13 +58,32 @@ auto* block_data(B& b) {
   }
 }
 
+// Whether a block's entries are one dense run of memory (either storage order): the kernels step the entries in
+// storage order, which needs nothing else.
 template <class B>
 bool block_contiguous(const B& b) {
   if constexpr (std::is_arithmetic_v<B>) {
     return true;
   } else {
-    return b.size() <= 1 || (b.innerStride() == 1 && (b.cols() == 1 || b.rows() == 1 || b.outerStride() == b.rows()));
+    const Eigen::Index inner = B::IsRowMajor ? b.cols() : b.rows();
+    return b.size() <= 1 || (b.innerStride() == 1 && (b.cols() == 1 || b.rows() == 1 || b.outerStride() == inner));
   }
+}
+
+// The shape of a contiguous block's storage order read column-major: its own for a column-major block or a vector,
+// the transpose for a row-major matrix. A slot shown in that shape has entry (i, j) where the block's storage has it.
+template <class B>
+std::pair<Eigen::Index, Eigen::Index> storage_shape(const B& b) {
+  if constexpr (std::is_arithmetic_v<B>) {
+    return {1, 1};
+  } else {
+    if (B::IsRowMajor && b.rows() != 1 && b.cols() != 1) return {b.cols(), b.rows()};
+    return {b.rows(), b.cols()};
+  }
+}
+
+inline std::string shape_string(Eigen::Index rows, Eigen::Index cols) {
+  return std::to_string(rows) + "x" + std::to_string(cols);
 }
 
 template <class K>
@@ -125,9 +145,16 @@ struct NoExtraUnits {
   void collect(const Tree&, const Tree&, const Ema*) const noexcept {}
   double squared_norm() const noexcept { return 0; }
   std::size_t first_non_finite() const noexcept { return static_cast<std::size_t>(-1); }
+  std::size_t first_overflow() const noexcept { return static_cast<std::size_t>(-1); }
   template <class T>
-  void run(int, std::int64_t, double, T, T) const noexcept {}
+  std::size_t verify(int, double, T) const noexcept {
+    return static_cast<std::size_t>(-1);
+  }
+  template <class T>
+  void run(int, std::int64_t, double, T, T, bool) const noexcept {}
 };
+
+inline constexpr std::size_t kNoUnit = static_cast<std::size_t>(-1);
 
 }  // namespace detail
 
@@ -185,6 +212,7 @@ class Optimizer {
             if constexpr (detail::manifold_point<L>) {
               static_assert(std::is_same_v<typename L::Scalar, T>, "a manifold leaf's scalar must be the tree's");
               rec.manifold = true;
+              rec.kind = L::kName;
               if (lo.weight_decay.has_value() && leaf_decay != 0)
                 throw std::invalid_argument(rec.path + ": weight decay does not apply to manifold leaves (" +
                                             std::string(L::kName) + "); see docs/optimizers.md");
@@ -194,6 +222,8 @@ class Optimizer {
               unit.offset = coordinates;
               unit.size = stepper->dim();
               unit.param_size = leaf.value().size();
+              unit.rows = leaf.value().rows();
+              unit.cols = leaf.value().cols();
               unit.scratch = scratch;
               scratch += 2 * unit.size;
               st.steppers_.push_back(std::move(stepper));
@@ -214,10 +244,11 @@ class Optimizer {
                     u.offset = coordinates;
                     u.size = ptree::detail::block_size(b);
                     u.param_size = u.size;
+                    u.rows = ptree::detail::block_rows(b);
+                    u.cols = ptree::detail::block_cols(b);
                     st.units_.push_back(u);
                     coordinates += u.size;
-                    rec.rows = ptree::detail::block_rows(b);
-                    rec.cols = ptree::detail::block_cols(b);
+                    std::tie(rec.rows, rec.cols) = detail::storage_shape(b);
                     ++blocks;
                   },
                   leaf);
@@ -240,7 +271,8 @@ class Optimizer {
           .setConstant(static_cast<T>(detail::slot_initial_value<Kernel>(options_, s)));
     st.scratch_ = OptimizerState<Tree>::Vector::Zero(scratch);
     st.pointers_.resize(st.units_.size());
-    st.lifted_.assign(st.units_.size(), 0);
+    st.failed_.assign(static_cast<std::size_t>(common_.threads), detail::kNoUnit);
+    st.errors_.assign(static_cast<std::size_t>(common_.threads), nullptr);
     st.plan_ = detail::make_plan(st.units_, common_.threads);
     st.partial_.assign(static_cast<std::size_t>(common_.threads) * 8, 0.0);
     if (common_.ema_decay > 0) st.ema_.emplace(ptree::cast<T>(params));
@@ -248,8 +280,13 @@ class Optimizer {
   }
 
   /// One step: params <- the kernel's update of params by grads, leaf by leaf in its geometry. Returns what it
-  /// did; with NonFinitePolicy::skip a non-finite gradient leaves params and state untouched (report.applied is
-  /// false); with raise it throws NonFiniteGradient, also before anything is written.
+  /// did. Either every leaf is stepped and the step count advances, or nothing changes (parameters, state and EMA
+  /// bitwise): every check that can fail (the tree against the state, each manifold point's section, the non-finite
+  /// policy) runs before the first write. With NonFinitePolicy::skip a non-finite value anywhere in the step (a
+  /// gradient, its lift, the global norm, the kernel's new parameters or slots) leaves everything untouched and the
+  /// report names the leaf and the reason (report.applied is false); with raise the same throws NonFiniteGradient.
+  /// A manifold point outside its manifold's domain (an SPD leaf that is not positive definite) throws
+  /// std::domain_error naming the leaf under every policy, also before anything is written.
   template <class Tree>
   StepReport step(Tree& params, const Tree& grads, OptimizerState<Tree>& st) {
     detail::NoExtraUnits none;
@@ -261,10 +298,12 @@ class Optimizer {
   friend class BasicMuon;
 
   // The step, with `extra` stepping the leaves this kernel does not (frozen in st; Muon's matrices): its
-  // collect(params, grads, ema) runs after st's leaves are found, squared_norm() and first_non_finite() join the
-  // prepass, and run(member, t, factor, gscale, decay) steps its share of them on each member's thread, after that
-  // member's units. So clipping, the non-finite policy, the schedule and the EMA cover both, and one pool dispatch
-  // steps the whole tree.
+  // collect(params, grads, ema) runs after st's leaves are found; squared_norm(), first_non_finite() and
+  // first_overflow() join the prepass; under skip or raise verify(member, factor, gscale) computes its share's update
+  // into its scratch without writing and returns the first leaf whose update is not finite; run(member, t, factor,
+  // gscale, decay, verified) steps its share of them on each member's thread, after that member's units (with
+  // verified, from what verify left). So clipping, the non-finite policy, the schedule and the EMA cover both, and
+  // one pool dispatch writes the whole tree.
   template <class Tree, class Extra>
   StepReport step_with(Tree& params, const Tree& grads, OptimizerState<Tree>& st, Extra& extra) {
     using T = ptree::scalar_t<Tree>;
@@ -284,18 +323,25 @@ class Optimizer {
     report.lr = options_.lr * factor;
     report.step = st.step_;
 
+    // Reads only, up to the write pass.
+    const bool check = common_.non_finite != NonFinitePolicy::propagate;
+    const bool norm = common_.clip_norm > 0 || check;
+    double squared = 0;
+    if (norm || !st.steppers_.empty()) squared = prepass(st, norm);
     T gscale = T(1);
-    if (common_.clip_norm > 0 || common_.non_finite != NonFinitePolicy::propagate) {
-      const double squared = squared_norm(st) + extra.squared_norm();
-      if (!std::isfinite(squared) && common_.non_finite != NonFinitePolicy::propagate) {
-        const std::size_t leaf = std::min(first_non_finite(st), extra.first_non_finite());
-        if (leaf < st.leaves_.size()) {
-          std::fill(st.lifted_.begin(), st.lifted_.end(), 0);
-          if (common_.non_finite == NonFinitePolicy::raise)
-            throw NonFiniteGradient(st.leaves_[leaf].path + ": the gradient is not finite; nothing was changed");
-          report.non_finite_leaf = &st.leaves_[leaf].path;
-          return report;
+    if (norm) {
+      squared += extra.squared_norm();
+      if (!std::isfinite(squared) && check) {
+        auto [leaf, why] = first_non_finite(st);
+        const std::size_t other = extra.first_non_finite();
+        if (other < leaf) std::tie(leaf, why) = std::pair{other, "the gradient is not finite"};
+        if (leaf >= st.leaves_.size()) {
+          // Every number is finite: their squares overflow double.
+          why = "the global gradient norm overflows";
+          leaf = std::min(first_overflow(st, false), extra.first_overflow());
+          if (leaf >= st.leaves_.size()) leaf = first_overflow(st, true);
         }
+        return refuse(st, report, std::min(leaf, st.leaves_.size() - 1), why);
       }
       report.grad_norm = std::sqrt(squared);
       if (common_.clip_norm > 0 && report.grad_norm > common_.clip_norm) {
@@ -303,17 +349,40 @@ class Optimizer {
         gscale = static_cast<T>(report.clip_scale);
       }
     }
+    if (check) {
+      auto member_verify = [&](int member) {
+        std::size_t first = detail::kNoUnit;
+        for (const detail::WorkItem& w : st.plan_[static_cast<std::size_t>(member)])
+          if (!step_item<true>(st, w, t, report.lr, gscale, T(0))) first = std::min(first, st.units_[w.unit].leaf);
+        first = std::min(first, extra.verify(member, factor, gscale));
+        st.failed_[static_cast<std::size_t>(member)] = first;
+      };
+      run(member_verify);
+      const std::size_t leaf = *std::min_element(st.failed_.begin(), st.failed_.end());
+      if (leaf != detail::kNoUnit) return refuse(st, report, leaf, "the update is not finite");
+    }
 
+    // The write pass: arithmetic and retractions only, which throw nothing.
     const T decay = static_cast<T>(common_.ema_decay);
     auto member_step = [&](int member) {
       for (const detail::WorkItem& w : st.plan_[static_cast<std::size_t>(member)])
-        step_item(st, w, t, report.lr, gscale, decay);
-      extra.run(member, t, factor, gscale, decay);
+        step_item<false>(st, w, t, report.lr, gscale, decay);
+      extra.run(member, t, factor, gscale, decay, check);
     };
     run(member_step);
     st.step_ = t;
     report.step = t;
     report.applied = true;
+    return report;
+  }
+
+  // Skip: the report names the leaf and the reason; raise: NonFiniteGradient says the same.
+  template <class Tree>
+  StepReport refuse(OptimizerState<Tree>& st, StepReport report, std::size_t leaf, const char* why) const {
+    if (common_.non_finite == NonFinitePolicy::raise)
+      throw NonFiniteGradient(st.leaves_[leaf].path + ": " + why + "; nothing was changed");
+    report.non_finite_leaf = &st.leaves_[leaf].path;
+    report.non_finite_reason = why;
     return report;
   }
 
@@ -334,7 +403,9 @@ class Optimizer {
     }
   }
 
-  // Finds every unit's numbers in params, grads and the EMA tree, checking them against the state.
+  // Finds every unit's numbers in params, grads and the EMA tree, checking each leaf's kind and stored shape
+  // against the state's record (grads and the EMA tree are checked against params by the walk). O(leaves), no
+  // allocation unless it throws.
   template <class Tree>
   static void collect(Tree& params, const Tree& grads, OptimizerState<Tree>& st) {
     std::size_t leaf = 0;
@@ -347,21 +418,37 @@ class Optimizer {
       if (rec.frozen) return;
       if constexpr (detail::manifold_point<L>) {
         detail::Unit& u = st.units_[rec.first_unit];
-        if (!rec.manifold || p.value().size() != u.param_size)
-          throw StructureError(rec.path + ": the leaf does not match the state's (" + std::string(L::kName) + ")");
+        const Eigen::Index rows = p.value().rows(), cols = p.value().cols();
+        if (!rec.manifold || std::string_view(rec.kind) != L::kName || rows != u.rows || cols != u.cols)
+          throw StructureError(rec.path + ": the leaf is a " + detail::shape_string(rows, cols) + " " + L::kName +
+                               " point, the state was made for " +
+                               (rec.manifold ? "a " + detail::shape_string(u.rows, u.cols) + " " + rec.kind + " point"
+                                             : "a Euclidean leaf"));
         st.pointers_[rec.first_unit] = {p.value().data(), g.value().data(), ema_data(e.value()...)};
       } else {
+        if (rec.manifold)
+          throw StructureError(rec.path + ": the leaf is Euclidean, the state was made for a " +
+                               detail::shape_string(st.units_[rec.first_unit].rows, st.units_[rec.first_unit].cols) +
+                               " " + rec.kind + " point");
         std::size_t unit = rec.first_unit;
         ptree::detail::for_each_block(
             [&](auto& bp, const auto& bg, auto&... be) {
-              if (rec.manifold || unit >= rec.first_unit + rec.units ||
-                  ptree::detail::block_size(bp) != st.units_[unit].size)
-                throw StructureError(rec.path + ": the leaf does not match the state's (its storage changed size)");
+              const Eigen::Index rows = ptree::detail::block_rows(bp), cols = ptree::detail::block_cols(bp);
+              if (unit >= rec.first_unit + rec.units)
+                throw StructureError(rec.path + ": the leaf has more storage blocks than the state's " +
+                                     std::to_string(rec.units));
+              const detail::Unit& u = st.units_[unit];
+              if (rows != u.rows || cols != u.cols)
+                throw StructureError(rec.path + ": the leaf's storage" +
+                                     (rec.units > 1 ? " block " + std::to_string(unit - rec.first_unit) : "") + " is " +
+                                     detail::shape_string(rows, cols) + ", the state was made for " +
+                                     detail::shape_string(u.rows, u.cols));
               st.pointers_[unit++] = {detail::block_data(bp), detail::block_data(bg), ema_data(be...)};
             },
             p, g, e...);
         if (unit != rec.first_unit + rec.units)
-          throw StructureError(rec.path + ": the leaf does not match the state's (blocks)");
+          throw StructureError(rec.path + ": the leaf has " + std::to_string(unit - rec.first_unit) +
+                               " storage blocks, the state " + std::to_string(rec.units));
       }
     };
     if (st.ema_) {
@@ -383,50 +470,99 @@ class Optimizer {
     }
   }
 
-  // The squared global norm of the gradients (a manifold leaf's lifted gradient), in double; lifts manifold
-  // gradients on the way, once.
+  // Lifts every manifold gradient into its unit's scratch (every check of the point, such as SPD's factorization,
+  // happens here, before any write) and, with `norm`, returns the squared global norm of the gradients (a manifold
+  // leaf's lifted one), in double. A lift that throws is rethrown after the pass naming its leaf, as
+  // std::domain_error when it was one.
   template <class Tree>
-  double squared_norm(OptimizerState<Tree>& st) {
+  double prepass(OptimizerState<Tree>& st, bool norm) {
     using T = ptree::scalar_t<Tree>;
     using ConstArray = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
-    auto member_norm = [&](int member) {
+    auto member_pass = [&](int member) {
+      const auto m = static_cast<std::size_t>(member);
       double acc = 0;
-      for (const detail::WorkItem& w : st.plan_[static_cast<std::size_t>(member)]) {
+      st.failed_[m] = detail::kNoUnit;
+      for (const detail::WorkItem& w : st.plan_[m]) {
         const detail::Unit& u = st.units_[w.unit];
         const auto& ptr = st.pointers_[w.unit];
         if (u.stepper >= 0) {
           T* gc = st.scratch_.data() + u.scratch;
-          st.steppers_[static_cast<std::size_t>(u.stepper)]->lift(ptr.p, ptr.g, gc);
-          st.lifted_[w.unit] = 1;
-          acc += ConstArray(gc, u.size).template cast<double>().square().sum();
-        } else {
+          try {
+            st.steppers_[static_cast<std::size_t>(u.stepper)]->lift(ptr.p, ptr.g, gc);
+          } catch (...) {
+            if (st.failed_[m] == detail::kNoUnit || w.unit < st.failed_[m]) {
+              st.failed_[m] = w.unit;
+              st.errors_[m] = std::current_exception();
+            }
+            continue;
+          }
+          if (norm) acc += ConstArray(gc, u.size).template cast<double>().square().sum();
+        } else if (norm) {
           acc += ConstArray(ptr.g + w.begin, w.end - w.begin).template cast<double>().square().sum();
         }
       }
-      st.partial_[static_cast<std::size_t>(member) * 8] = acc;
+      st.partial_[m * 8] = acc;
     };
-    run(member_norm);
+    run(member_pass);
+    std::size_t failed = detail::kNoUnit, by = 0;
+    for (std::size_t m = 0; m < st.failed_.size(); ++m)
+      if (st.failed_[m] < failed) failed = st.failed_[m], by = m;
+    if (failed != detail::kNoUnit) {
+      std::exception_ptr error = st.errors_[by];
+      std::fill(st.errors_.begin(), st.errors_.end(), nullptr);
+      std::fill(st.failed_.begin(), st.failed_.end(), detail::kNoUnit);
+      const std::string& path = st.leaves_[st.units_[failed].leaf].path;
+      try {
+        std::rethrow_exception(error);
+      } catch (const std::domain_error& e) {
+        throw std::domain_error(path + ": " + e.what() + "; nothing was changed");
+      } catch (const std::exception& e) {
+        throw std::runtime_error(path + ": " + e.what() + "; nothing was changed");
+      }
+    }
     double total = 0;
     for (int m = 0; m < common_.threads; ++m) total += st.partial_[static_cast<std::size_t>(m) * 8];
     return total;
   }
 
-  // The first leaf, in walk order, whose gradient holds a non-finite number; leaf_count() when none does (the
-  // squared norm overflowed).
+  // The first leaf, in walk order, whose gradient (or a manifold leaf's lifted gradient) holds a non-finite number,
+  // and which of the two; leaf_count() when none does.
   template <class Tree>
-  static std::size_t first_non_finite(const OptimizerState<Tree>& st) {
+  static std::pair<std::size_t, const char*> first_non_finite(const OptimizerState<Tree>& st) {
     using T = ptree::scalar_t<Tree>;
     using ConstArray = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
-    for (const detail::Unit& u : st.units_) {
-      const auto& ptr = st.pointers_[static_cast<std::size_t>(&u - st.units_.data())];
-      if (!ConstArray(ptr.g, u.param_size).allFinite()) return u.leaf;
+    for (std::size_t k = 0; k < st.units_.size(); ++k) {
+      const detail::Unit& u = st.units_[k];
+      if (!ConstArray(st.pointers_[k].g, u.param_size).allFinite()) return {u.leaf, "the gradient is not finite"};
+      if (u.stepper >= 0 && !ConstArray(st.scratch_.data() + u.scratch, u.size).allFinite())
+        return {u.leaf, "the gradient's lift to the tangent space is not finite"};
     }
-    return st.leaves_.size();
+    return {st.leaves_.size(), nullptr};
   }
 
-  template <class Tree, class T>
-  void step_item(OptimizerState<Tree>& st, const detail::WorkItem& w, std::int64_t t, double lr, T gscale,
-                 T decay) {
+  // The first leaf whose own squared gradient norm overflows double, else (with largest_otherwise) the one with the
+  // largest, else leaf_count(): where an overflow of the global norm of finite gradients comes from.
+  template <class Tree>
+  static std::size_t first_overflow(const OptimizerState<Tree>& st, bool largest_otherwise) {
+    using T = ptree::scalar_t<Tree>;
+    using ConstArray = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+    std::size_t largest = st.leaves_.size();
+    double most = -1;
+    for (std::size_t k = 0; k < st.units_.size(); ++k) {
+      const detail::Unit& u = st.units_[k];
+      const T* g = u.stepper >= 0 ? st.scratch_.data() + u.scratch : st.pointers_[k].g;
+      const double sq = ConstArray(g, u.size).template cast<double>().square().sum();
+      if (!std::isfinite(sq)) return u.leaf;
+      if (sq > most) most = sq, largest = u.leaf;
+    }
+    return largest_otherwise ? largest : st.leaves_.size();
+  }
+
+  // One work item. kVerify: runs the kernel on copies and returns whether every number it would write (the new
+  // parameters or manifold update coordinates, the new slots) is finite, writing nothing. Otherwise steps the item
+  // from the gradient (a manifold leaf's lift, which the prepass left in its scratch) and returns true.
+  template <bool kVerify, class Tree, class T>
+  bool step_item(OptimizerState<Tree>& st, const detail::WorkItem& w, std::int64_t t, double lr, T gscale, T decay) {
     using Array = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
     using ConstArray = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
     const detail::Unit& u = st.units_[w.unit];
@@ -437,29 +573,34 @@ class Optimizer {
     for (std::size_t s = 0; s < nslots; ++s)
       slots[s] = st.slots_.data() + static_cast<Eigen::Index>(s) * st.coordinates_ + u.offset + w.begin;
 
-    if (u.stepper < 0) {
-      run_chunks(coeffs, ptr.p + w.begin, ptr.g + w.begin, slots, nslots, w.end - w.begin, gscale,
-                 ptr.ema != nullptr ? ptr.ema + w.begin : static_cast<T*>(nullptr), decay);
-      return;
-    }
-    auto& stepper = *st.steppers_[static_cast<std::size_t>(u.stepper)];
+    if (u.stepper < 0)
+      return run_chunks<kVerify>(coeffs, ptr.p + w.begin, ptr.g + w.begin, slots, nslots, w.end - w.begin, gscale,
+                                 ptr.ema != nullptr ? ptr.ema + w.begin : static_cast<T*>(nullptr), decay, false);
     T* gc = st.scratch_.data() + u.scratch;
     T* delta = gc + u.size;
-    if (!st.lifted_[w.unit]) stepper.lift(ptr.p, ptr.g, gc);
-    st.lifted_[w.unit] = 0;
-    Array(delta, u.size).setZero();
-    run_chunks(coeffs, delta, static_cast<const T*>(gc), slots, nslots, u.size, gscale, static_cast<T*>(nullptr), decay);
-    stepper.retract(ptr.p, delta, u.retraction);
-    if (ptr.ema != nullptr) {
-      Array e(ptr.ema, u.param_size);
-      e = decay * e + (T(1) - decay) * ConstArray(ptr.p, u.param_size);
+    if constexpr (kVerify) {
+      return run_chunks<true>(coeffs, delta, static_cast<const T*>(gc), slots, nslots, u.size, gscale,
+                              static_cast<T*>(nullptr), decay, true);
+    } else {
+      auto& stepper = *st.steppers_[static_cast<std::size_t>(u.stepper)];
+      Array(delta, u.size).setZero();
+      run_chunks<false>(coeffs, delta, static_cast<const T*>(gc), slots, nslots, u.size, gscale,
+                        static_cast<T*>(nullptr), decay, false);
+      stepper.retract(ptr.p, delta, u.retraction);
+      if (ptr.ema != nullptr) {
+        Array e(ptr.ema, u.param_size);
+        e = decay * e + (T(1) - decay) * ConstArray(ptr.p, u.param_size);
+      }
+      return true;
     }
   }
 
   // The kernel over n entries, chunk by chunk; the gradient chunk is scaled into a stack buffer when clipping.
-  template <class C, class T>
-  static void run_chunks(const C& coeffs, T* p, const T* g, std::array<T*, kMaxSlots> slots, std::size_t nslots,
-                         Eigen::Index n, T gscale, T* ema, T decay) {
+  // kVerify: p and the slots are copied chunk by chunk to stack buffers (p as zeros with zero_p: a manifold
+  // update starts from zero), the kernel runs on the copies, and the result is whether all it wrote is finite.
+  template <bool kVerify, class C, class T>
+  static bool run_chunks(const C& coeffs, T* p, const T* g, std::array<T*, kMaxSlots> slots, std::size_t nslots,
+                         Eigen::Index n, T gscale, T* ema, T decay, bool zero_p) {
     using Array = typename Chunk<T>::Array;
     using ConstArray = typename Chunk<T>::ConstArray;
     constexpr Eigen::Index kLen = detail::kChunkEntries<T>;
@@ -468,6 +609,7 @@ class Optimizer {
     };
     const bool avx2 = kHasAvx2 && kernel_path() == KernelPath::avx2;
     alignas(64) T scaled[kLen];
+    [[maybe_unused]] alignas(64) T copies[kVerify ? 1 + kMaxSlots : 1][kVerify ? kLen : 1];
     for (Eigen::Index i = 0; i < n; i += kLen) {
       const Eigen::Index len = std::min(kLen, n - i);
       const T* gi = g + i;
@@ -475,19 +617,41 @@ class Optimizer {
         Array(scaled, len) = gscale * ConstArray(gi, len);
         gi = scaled;
       }
-      Chunk<T> x{Array(p + i, len), ConstArray(gi, len),
-                 {Array(nslots > 0 ? slots[0] + i : nullptr, nslots > 0 ? len : 0),
-                  Array(nslots > 1 ? slots[1] + i : nullptr, nslots > 1 ? len : 0),
-                  Array(nslots > 2 ? slots[2] + i : nullptr, nslots > 2 ? len : 0),
-                  Array(nslots > 3 ? slots[3] + i : nullptr, nslots > 3 ? len : 0)}};
+      T* pi = p + i;
+      std::array<T*, kMaxSlots> si{};
+      for (std::size_t s = 0; s < nslots; ++s) si[s] = slots[s] + i;
+      if constexpr (kVerify) {
+        if (zero_p) {
+          Array(copies[0], len).setZero();
+        } else {
+          Array(copies[0], len) = ConstArray(pi, len);
+        }
+        pi = copies[0];
+        for (std::size_t s = 0; s < nslots; ++s) {
+          Array(copies[1 + s], len) = ConstArray(si[s], len);
+          si[s] = copies[1 + s];
+        }
+      }
+      Chunk<T> x{Array(pi, len),
+                 ConstArray(gi, len),
+                 {Array(nslots > 0 ? si[0] : nullptr, nslots > 0 ? len : 0),
+                  Array(nslots > 1 ? si[1] : nullptr, nslots > 1 ? len : 0),
+                  Array(nslots > 2 ? si[2] : nullptr, nslots > 2 ? len : 0),
+                  Array(nslots > 3 ? si[3] : nullptr, nslots > 3 ? len : 0)}};
       bool done = false;
       if constexpr (kHasAvx2) done = avx2 && Kernel::update_avx2(coeffs, x);
       if (!done) Kernel::update(coeffs, x);
-      if (ema != nullptr) {
+      if constexpr (kVerify) {
+        // x * 0 is 0 for a finite x and NaN otherwise: a vectorized sum, where allFinite tests entry by entry.
+        T probe = (x.p * T(0)).sum();
+        for (std::size_t s = 0; s < nslots; ++s) probe += (x.s[s] * T(0)).sum();
+        if (probe != T(0)) return false;
+      } else if (ema != nullptr) {
         Array e(ema + i, len);
         e = decay * e + (T(1) - decay) * x.p;
       }
     }
+    return true;
   }
 
   Options options_;

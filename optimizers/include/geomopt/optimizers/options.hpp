@@ -20,10 +20,10 @@ namespace geomopt {
 
 /// Options of one leaf, chosen at init by a rule of its path.
 struct LeafOptions {
-  double lr_scale = 1;                      ///< this leaf's learning rate is lr * lr_scale
-  std::optional<double> weight_decay{};     ///< replaces the optimizer's weight_decay for this leaf
-  bool frozen = false;                      ///< no state, never written
-  std::optional<Retraction> retraction{};   ///< manifold leaves: replaces CommonOptions::retraction
+  double lr_scale = 1;                     ///< this leaf's learning rate is lr * lr_scale
+  std::optional<double> weight_decay{};    ///< replaces the optimizer's weight_decay for this leaf
+  bool frozen = false;                     ///< no state, never written
+  std::optional<Retraction> retraction{};  ///< manifold leaves: replaces CommonOptions::retraction
   /// Muon and ManifoldMuon: true steps the leaf by the orthogonalized update, false hands it to the fallback
   /// optimizer; unset means true for every Euclidean leaf stored as one matrix of at least 2 x 2 (and, for
   /// ManifoldMuon, every Stiefel leaf). Other optimizers ignore it, so one rule serves several optimizers.
@@ -37,12 +37,16 @@ using LeafRule = std::function<LeafOptions(const ptree::Path&)>;
 /// it (0 for the first step), like torch.optim.lr_scheduler.LambdaLR. See schedules.hpp.
 using Schedule = std::function<double(std::int64_t)>;
 
-/// What a step does when a gradient holds an infinity or a NaN. The check reads every gradient before any leaf is
-/// written, so skip and raise leave parameters and state exactly as they were.
+/// What a step does when it meets an infinity or a NaN: in a gradient, in a manifold gradient's lift, in the global
+/// gradient norm (finite gradients whose squares overflow), or in what the kernel would write (new parameters, a
+/// manifold leaf's update coordinates, new slots). skip and raise compute all of that before any leaf is written, so
+/// they leave parameters, state and EMA exactly as they were; they cost one more read of the gradients and the
+/// state (docs/optimizers.md has the measurement). A finite tangent retracts to a finite point, so the retraction is
+/// not checked.
 enum class NonFinitePolicy {
   propagate,  ///< no check (torch.optim's behaviour): the step runs and the non-finite values spread
-  skip,       ///< no leaf, moment or step count changes; the report says which leaf was not finite
-  raise,      ///< throws NonFiniteGradient naming the leaf
+  skip,       ///< no leaf, moment or step count changes; the report names the leaf and the reason
+  raise,      ///< throws NonFiniteGradient naming the leaf and the reason
 };
 
 /// Thrown by a step under NonFinitePolicy::raise; what() names the leaf's path.
@@ -70,8 +74,8 @@ struct CommonOptions {
   int threads = 1;
 
   void validate() const {
-    if (!(clip_norm >= 0)) throw std::invalid_argument("CommonOptions: clip_norm must be >= 0 (0 is off), got " +
-                                                       std::to_string(clip_norm));
+    if (!(clip_norm >= 0))
+      throw std::invalid_argument("CommonOptions: clip_norm must be >= 0 (0 is off), got " + std::to_string(clip_norm));
     if (!(ema_decay >= 0 && ema_decay < 1))
       throw std::invalid_argument("CommonOptions: ema_decay must be in [0, 1) (0 is off), got " +
                                   std::to_string(ema_decay));
@@ -82,13 +86,17 @@ struct CommonOptions {
 
 /// What a step did.
 struct StepReport {
-  bool applied = false;          ///< false: skipped for a non-finite gradient
-  std::int64_t step = 0;         ///< steps taken so far, this one included when applied
-  double lr = 0;                 ///< the scheduled learning rate of this step (before per-leaf scales)
+  bool applied = false;   ///< false: skipped for a non-finite gradient
+  std::int64_t step = 0;  ///< steps taken so far, this one included when applied
+  double lr = 0;          ///< the scheduled learning rate of this step (before per-leaf scales)
   /// The global gradient norm, when clipping or the finiteness check computed it; NaN otherwise.
   double grad_norm = std::numeric_limits<double>::quiet_NaN();
-  double clip_scale = 1;         ///< the factor the gradients were multiplied by
-  const std::string* non_finite_leaf = nullptr;  ///< skip: the path of the first leaf whose gradient is not finite
+  double clip_scale = 1;  ///< the factor the gradients were multiplied by
+  /// skip: the path of the first leaf, in walk order, where the step met a non-finite number
+  const std::string* non_finite_leaf = nullptr;
+  /// skip: what was not finite there ("the gradient is not finite", "the gradient's lift to the tangent space is not
+  /// finite", "the global gradient norm overflows", "the update is not finite"); a string with static storage
+  const char* non_finite_reason = nullptr;
 };
 
 }  // namespace geomopt

@@ -14,6 +14,7 @@
 #include <Eigen/Core>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <span>
@@ -40,23 +41,26 @@ struct LeafRecord {
   std::string path;
   bool frozen = false;
   bool manifold = false;
-  Eigen::Index offset = 0;       // first coordinate
-  Eigen::Index size = 0;         // coordinates
-  Eigen::Index rows = 0, cols = 0;  // the shape a slot is shown in: the leaf's for one-block Euclidean leaves
+  const char* kind = nullptr;       // manifold: the manifold's name (L::kName), checked with the unit's shape each step
+  Eigen::Index offset = 0;          // first coordinate
+  Eigen::Index size = 0;            // coordinates
+  Eigen::Index rows = 0, cols = 0;  // the shape a slot is shown in: the storage order's column-major shape for
+                                    // one-block Euclidean leaves (a row-major leaf's transpose)
   std::size_t first_unit = 0, units = 0;
 };
 
 // A stretch of coordinates stepped as one: a storage block of a Euclidean leaf, or a whole manifold leaf.
 struct Unit {
   std::size_t leaf = 0;
-  Eigen::Index offset = 0;       // first coordinate
-  Eigen::Index size = 0;         // coordinates
-  Eigen::Index param_size = 0;   // numbers of storage (the EMA's length): size, except for manifold leaves
+  Eigen::Index offset = 0;          // first coordinate
+  Eigen::Index size = 0;            // coordinates
+  Eigen::Index param_size = 0;      // numbers of storage (the EMA's length): size, except for manifold leaves
+  Eigen::Index rows = 0, cols = 0;  // the stored shape at init (block, or the manifold point), checked each step
   double lr_scale = 1;
   double weight_decay = 0;
   Retraction retraction = Retraction::cayley;
-  int stepper = -1;              // index of its ManifoldStepper, or -1 for a Euclidean block
-  Eigen::Index scratch = 0;      // manifold: first entry of its lifted gradient and update in the scratch vector
+  int stepper = -1;          // index of its ManifoldStepper, or -1 for a Euclidean block
+  Eigen::Index scratch = 0;  // manifold: first entry of its lifted gradient and update in the scratch vector
 };
 
 // Where a unit's numbers are at the current step.
@@ -176,9 +180,10 @@ class OptimizerState {
   std::vector<detail::Unit> units_;
   std::vector<detail::UnitPointers<Scalar>> pointers_;
   std::vector<std::unique_ptr<detail::ManifoldStepper<Scalar>>> steppers_;
-  std::vector<char> lifted_;                       // per unit: the prepass already lifted its gradient
+  std::vector<std::size_t> failed_;                  // per thread: the first unit a pass refused, or -1
+  std::vector<std::exception_ptr> errors_;           // per thread: what a lift threw
   std::vector<std::vector<detail::WorkItem>> plan_;  // per thread
-  std::vector<double> partial_;                    // per thread, 8 apart (no false sharing)
+  std::vector<double> partial_;                      // per thread, 8 apart (no false sharing)
   Vector slots_;
   Vector scratch_;
   std::optional<Tree> ema_;

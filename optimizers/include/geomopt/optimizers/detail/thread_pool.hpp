@@ -2,6 +2,10 @@
 // team of one starts no thread. Dispatching allocates nothing (a function pointer and a context), which keeps an
 // optimizer step allocation-free with any number of threads. An exception thrown by a member is rethrown to the
 // caller after every member has finished.
+//
+// run may be called from several threads at once: the calls are serialized (one dispatch owns the team from its
+// start to its last member's return), so each caller's function runs whole on the team and no caller waits on
+// another's members. A member must not call run on its own pool (it would wait for itself).
 #pragma once
 
 #include <condition_variable>
@@ -39,6 +43,7 @@ class ThreadPool {
       f(0);
       return;
     }
+    std::lock_guard<std::mutex> dispatch(dispatch_);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       task_ = [](void* ctx, int member) { (*static_cast<F*>(ctx))(member); };
@@ -90,6 +95,7 @@ class ThreadPool {
   int size_;
   std::vector<std::exception_ptr> errors_;
   std::vector<std::thread> workers_;
+  std::mutex dispatch_;  // held by the one run that owns the team
   std::mutex mutex_;
   std::condition_variable wake_, done_;
   void (*task_)(void*, int) = nullptr;

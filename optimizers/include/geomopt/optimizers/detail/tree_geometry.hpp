@@ -13,6 +13,7 @@
 
 #include <Eigen/Core>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -46,8 +47,8 @@ class TreeGeometry {
           if constexpr (manifold_point<L>) {
             static_assert(std::is_same_v<typename L::Scalar, T>, "a manifold leaf's scalar must be the tree's");
             auto stepper = make_stepper(leaf, SectionPolicy::recomputed);
-            units_.push_back({dim_, stepper->dim(), static_cast<int>(steppers_.size()), leaf.value().size(),
-                              compact_leaf<L>, path.str()});
+            units_.push_back({dim_, stepper->dim(), static_cast<int>(steppers_.size()), leaf.value().rows(),
+                              leaf.value().cols(), compact_leaf<L>, path.str()});
             largest = std::max(largest, stepper->dim());
             dim_ += stepper->dim();
             stored_ += leaf.value().size();
@@ -60,7 +61,8 @@ class TreeGeometry {
                   if (!block_contiguous(b))
                     throw std::invalid_argument(path.str() + ": a storage block must be contiguous to be solved for");
                   const Eigen::Index n = ptree::detail::block_size(b);
-                  units_.push_back({dim_, n, -1, n, false, path.str()});
+                  units_.push_back(
+                      {dim_, n, -1, ptree::detail::block_rows(b), ptree::detail::block_cols(b), false, path.str()});
                   dim_ += n;
                   stored_ += n;
                 },
@@ -93,19 +95,25 @@ class TreeGeometry {
         [&](const auto& p, const auto& g) {
           using L = std::remove_cvref_t<decltype(p)>;
           if constexpr (manifold_point<L>) {
-            const Unit& u = next(k, p.value().size());
-            if (g.value().size() != u.stored)
-              throw StructureError(u.path + ": the gradient has " + std::to_string(g.value().size()) +
-                                          " numbers, the point " + std::to_string(u.stored));
+            const Unit& u = next(k, p.value().rows(), p.value().cols());
+            if (g.value().rows() != u.rows || g.value().cols() != u.cols)
+              throw StructureError(u.path + ": the gradient is " + shape_string(g.value().rows(), g.value().cols()) +
+                                   ", the point " + shape_string(u.rows, u.cols));
             ManifoldStepper<T>& s = *steppers_[static_cast<std::size_t>(u.stepper)];
-            s.lift(p.value().data(), g.value().data(), buffer_.data());
+            try {
+              s.lift(p.value().data(), g.value().data(), buffer_.data());
+            } catch (const std::domain_error& e) {
+              throw std::domain_error(u.path + ": " + e.what());
+            }
             out.segment(u.offset, u.size) = buffer_.head(u.size).template cast<double>();
           } else {
             ptree::detail::for_each_block(
                 [&](const auto& bp, const auto& bg) {
-                  const Unit& u = next(k, ptree::detail::block_size(bp));
-                  if (ptree::detail::block_size(bg) != u.size)
-                    throw StructureError(u.path + ": the gradient's storage does not match the point's");
+                  const Unit& u = next(k, ptree::detail::block_rows(bp), ptree::detail::block_cols(bp));
+                  if (ptree::detail::block_rows(bg) != u.rows || ptree::detail::block_cols(bg) != u.cols)
+                    throw StructureError(u.path + ": the gradient's storage is " +
+                                         shape_string(ptree::detail::block_rows(bg), ptree::detail::block_cols(bg)) +
+                                         ", the point's " + shape_string(u.rows, u.cols));
                   out.segment(u.offset, u.size) =
                       Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(block_data(bg), u.size)
                           .template cast<double>();
@@ -131,12 +139,12 @@ class TreeGeometry {
         [&](auto& out, const auto& p, const auto& m) {
           using L = std::remove_cvref_t<decltype(out)>;
           if constexpr (manifold_point<L>) {
-            next(k, p.value().size());
+            next(k, p.value().rows(), p.value().cols());
             out.value() = (p.value() - m.value()) / static_cast<T>(2 * h);
           } else {
             ptree::detail::for_each_block(
                 [&](auto& b) {
-                  const Unit& u = next(k, ptree::detail::block_size(b));
+                  const Unit& u = next(k, ptree::detail::block_rows(b), ptree::detail::block_cols(b));
                   Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>>(block_data(b), u.size) =
                       v.segment(u.offset, u.size).template cast<T>();
                 },
@@ -147,13 +155,40 @@ class TreeGeometry {
     finish(k);
   }
 
+  /// Names the first leaf, in walk order, whose Euclidean gradient in egrad, or whose coordinates in g (the lift of
+  /// egrad), hold a non-finite number; "" when none does.
+  std::string first_non_finite(const Tree& egrad, const Vector& g) const {
+    std::string found;
+    std::size_t k = 0;
+    ptree::for_each(
+        [&](const auto& e) {
+          using L = std::remove_cvref_t<decltype(e)>;
+          auto check = [&](const auto* data, Eigen::Index stored) {
+            const Unit& u = units_[k++];
+            if (!found.empty()) return;
+            if (!Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(data, stored).allFinite())
+              found = u.path + ": the gradient is not finite";
+            else if (!g.segment(u.offset, u.size).allFinite())
+              found = u.path + ": the gradient's lift to the tangent space is not finite";
+          };
+          if constexpr (manifold_point<L>) {
+            check(e.value().data(), e.value().size());
+          } else {
+            ptree::detail::for_each_block([&](const auto& b) { check(block_data(b), ptree::detail::block_size(b)); },
+                                          e);
+          }
+        },
+        egrad);
+    return found;
+  }
+
   void retract(Tree& x, const Vector& delta, Retraction r) {
     std::size_t k = 0;
     ptree::for_each(
         [&](auto& p) {
           using L = std::remove_cvref_t<decltype(p)>;
           if constexpr (manifold_point<L>) {
-            const Unit& u = next(k, p.value().size());
+            const Unit& u = next(k, p.value().rows(), p.value().cols());
             ManifoldStepper<T>& s = *steppers_[static_cast<std::size_t>(u.stepper)];
             buffer_.head(u.size) = delta.segment(u.offset, u.size).template cast<T>();
             s.forget_point();
@@ -161,7 +196,7 @@ class TreeGeometry {
           } else {
             ptree::detail::for_each_block(
                 [&](auto& b) {
-                  const Unit& u = next(k, ptree::detail::block_size(b));
+                  const Unit& u = next(k, ptree::detail::block_rows(b), ptree::detail::block_cols(b));
                   Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>>(block_data(b), u.size) +=
                       delta.segment(u.offset, u.size).template cast<T>();
                 },
@@ -176,23 +211,22 @@ class TreeGeometry {
   struct Unit {
     Eigen::Index offset = 0, size = 0;
     int stepper = -1;
-    Eigen::Index stored = 0;
+    Eigen::Index rows = 0, cols = 0;  // the stored shape when the solve started
     bool compact = false;
     std::string path;
   };
 
-  const Unit& next(std::size_t& k, Eigen::Index stored) const {
-    if (k >= units_.size())
-      throw StructureError("minimize: the tree has more leaves than when the solve started");
+  // The next unit, checked against the leaf's (or block's) stored shape.
+  const Unit& next(std::size_t& k, Eigen::Index rows, Eigen::Index cols) const {
+    if (k >= units_.size()) throw StructureError("minimize: the tree has more leaves than when the solve started");
     const Unit& u = units_[k++];
-    if (stored != u.stored)
-      throw StructureError(u.path + ": the leaf has " + std::to_string(stored) + " numbers, expected " +
-                                  std::to_string(u.stored));
+    if (rows != u.rows || cols != u.cols)
+      throw StructureError(u.path + ": the leaf is " + shape_string(rows, cols) + ", it was " +
+                           shape_string(u.rows, u.cols) + " when the solve started");
     return u;
   }
   void finish(std::size_t k) const {
-    if (k != units_.size())
-      throw StructureError("minimize: the tree has fewer leaves than when the solve started");
+    if (k != units_.size()) throw StructureError("minimize: the tree has fewer leaves than when the solve started");
   }
 
   std::vector<Unit> units_;
