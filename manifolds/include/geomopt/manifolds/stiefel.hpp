@@ -400,7 +400,7 @@ void retract(M& x, const typename M::Tangent& xi, Retraction r = Retraction::cay
 /// Stiefel logarithm. Throws std::domain_error when y is out of reach or has a non-finite entry.
 ///
 /// The Cayley inverse is undefined where x^T y + I is singular (y a half turn from x: an eigenvalue -1 of x^T y, e.g.
-/// SO(3) from I to diag(1, -1, -1)). It throws when sigma_min(x^T y + I) <= sqrt(eps) sigma_max(x^T y + I)
+/// SO(3) from I to diag(1, -1, -1)). It throws when sigma_min(x^T y + I) <= sqrt(eps) max(sigma_max(x^T y + I), 1)
 /// (detail::inverse_cayley_threshold); otherwise its relative error is about eps / sigma_min(x^T y + I), at most
 /// about sqrt(eps), which is the conditioning of the problem itself (for SO(n) the inverse of a rotation by t about
 /// an axis is 2 tan(t / 2) times that axis's skew matrix, and 1 / sigma_min = 1 / (2 cos(t / 2))).

@@ -116,8 +116,9 @@ std::pair<double, double> extreme_singular_values(const Mat<T>& m, const char* w
   return {sigma[sigma.size() - 1], sigma[0]};
 }
 
-// The smallest singular value of z1 + I, below which the inverse Cayley retraction refuses, relative to the largest:
-// sqrt(eps) (1.5e-8 in double, 3.5e-4 in float). The inverse is undefined where z1 + I is singular (an eigenvalue -1
+// The smallest singular value of z1 + I, below which the inverse Cayley retraction refuses, relative to the largest
+// or to 1 (so that y = -x, where z1 + I is zero to rounding, is refused too): sqrt(eps) (1.5e-8 in double, 3.5e-4 in
+// float). The inverse is undefined where z1 + I is singular (an eigenvalue -1
 // of the rotation, a half turn), and near there its relative condition number is about 1 / sigma_min(z1 + I): a
 // target rounded to working precision determines the answer only to about eps / sigma_min, so past the threshold
 // that error would exceed sqrt(eps) and the answer, of norm about 4 / sigma_min, says only "nearly a half turn".
@@ -127,14 +128,14 @@ double inverse_cayley_threshold() {
 }
 
 // x (m + I)^-1 for square m. Throws std::domain_error when sigma_min(m + I) <= inverse_cayley_threshold<T>()
-// sigma_max(m + I).
+// max(sigma_max(m + I), 1).
 template <class T>
 Mat<T> solve_right_shifted(const Mat<T>& x, const Mat<T>& m) {
   const Eigen::Index order = m.rows();
   const Mat<T> shifted = m + Mat<T>::Identity(order, m.cols());
   if (order == 0) return Mat<T>(x.rows(), 0);
   const auto [smallest, largest] = extreme_singular_values<T>(shifted, "inverse_retract (cayley)");
-  if (!(smallest > inverse_cayley_threshold<T>() * largest))
+  if (!(smallest > inverse_cayley_threshold<T>() * std::max(largest, 1.0)))
     throw std::domain_error(
         "inverse_retract (cayley): y is out of reach: x^T y + I is singular to working precision "
         "(smallest singular value " +
