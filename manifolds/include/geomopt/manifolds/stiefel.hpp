@@ -209,6 +209,9 @@ void check_tangent(const M& x, const Mat<typename M::Scalar>& a, const Mat<typen
 // a NaN or infinite tangent has no value, and a NaN point must not pass for one.
 template <class T>
 void require_finite(const Mat<T>& m, const char* name, const char* block) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (m.allFinite()) return;  // vectorized; the loop below only locates the entry
+  }
   for (Eigen::Index j = 0; j < m.cols(); ++j)
     for (Eigen::Index i = 0; i < m.rows(); ++i)
       if (!std::isfinite(value_of(m(i, j))))
@@ -221,6 +224,9 @@ void require_finite(const Mat<T>& m, const char* name, const char* block) {
 // detail/matrix_functions.hpp); anything else (a Schur iteration that did not converge) is reported, not returned.
 template <class M>
 void require_finite_point(const Mat<typename M::Scalar>& y) {
+  if constexpr (std::is_floating_point_v<typename M::Scalar>) {
+    if (y.allFinite()) return;
+  }
   for (Eigen::Index j = 0; j < y.cols(); ++j)
     for (Eigen::Index i = 0; i < y.rows(); ++i)
       if (!std::isfinite(value_of(y(i, j))))

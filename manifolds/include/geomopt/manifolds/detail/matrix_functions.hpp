@@ -47,6 +47,7 @@ inline std::string short_number(double v) {
 // Whether every real part is finite.
 template <class T>
 bool all_finite_values(const Mat<T>& m) {
+  if constexpr (std::is_floating_point_v<T>) return m.allFinite();
   for (Eigen::Index j = 0; j < m.cols(); ++j)
     for (Eigen::Index i = 0; i < m.rows(); ++i)
       if (!std::isfinite(value_of(m(i, j)))) return false;
