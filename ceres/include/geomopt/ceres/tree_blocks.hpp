@@ -180,10 +180,40 @@ class CeresTreeBlocks {
 
   /// The current values as a tree shaped like the prototype.
   Tree tree() const { return ptree::unflatten(shape_->prototype, values_); }
-  /// Writes the current values into a tree of the prototype's shape (StructureError otherwise).
-  void write_to(Tree& tree) const { ptree::unflatten_into(tree, values_); }
+  /// Writes the current values into a tree of the prototype's shape: the same leaves at the same paths with the same
+  /// shapes, matched leaf by leaf (a 2 x 5 leaf does not take a 5 x 2 block's values). Throws StructureError naming the
+  /// path and both shapes otherwise, before anything is written.
+  void write_to(Tree& tree) const {
+    const ptree::Layout target = ptree::layout(tree);
+    const auto& expected = shape_->layout.leaves;
+    if (target.leaves.size() != expected.size())
+      throw StructureError("CeresTreeBlocks::write_to: the tree has " + std::to_string(target.leaves.size()) +
+                           " leaves, the blocks were made from a tree with " + std::to_string(expected.size()));
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+      const ptree::LeafLayout& got = target.leaves[i];
+      const ptree::LeafLayout& want = expected[i];
+      if (got.path != want.path)
+        throw StructureError("CeresTreeBlocks::write_to: leaf " + std::to_string(i) + " is \"" + got.path +
+                             "\", the blocks have \"" + want.path + "\" there");
+      if (got.dims != want.dims || got.size != want.size)
+        throw StructureError("CeresTreeBlocks::write_to: leaf \"" + got.path + "\" has shape " + shape_text(got) +
+                             ", the blocks hold shape " + shape_text(want));
+    }
+    ptree::unflatten_into(tree, values_);
+  }
 
  private:
+  // "5x2", "7" (a column vector), "scalar", with the free parameter count when it differs from the dense size.
+  static std::string shape_text(const ptree::LeafLayout& l) {
+    std::string text;
+    for (Eigen::Index d : l.dims) text += (text.empty() ? "" : "x") + std::to_string(d);
+    if (text.empty()) text = "scalar";
+    Eigen::Index dense = 1;
+    for (Eigen::Index d : l.dims) dense *= d;
+    if (dense != l.size) text += " (" + std::to_string(l.size) + " free parameters)";
+    return text;
+  }
+
   std::shared_ptr<const detail::CeresTreeShape<Tree>> shape_;
   Eigen::VectorXd values_;
   std::vector<double*> blocks_;

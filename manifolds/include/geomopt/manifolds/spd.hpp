@@ -152,9 +152,19 @@ template <class T>
 Mat<T> sym(const Mat<T>& m) {
   return (m + m.transpose()) * T(0.5);
 }
-// The core of a step from the whitened tangent w: exp(w), or I + w + w^2/2.
+// The core of a step from the whitened tangent w: exp(w), or I + w + w^2/2. Above detail::kSpectralNorm (floating-point
+// scalars) through the eigendecomposition w = Q diag(l) Q^T: Q diag(exp(l)) Q^T, or Q diag(((1 + l)^2 + 1) / 2) Q^T,
+// whose eigenvalues are positive by construction; scaling and squaring a symmetric w of norm 1e4 computes
+// inf - inf and returns NaN. An eigenvalue whose image overflows gives non-finite entries, never an exception (the
+// optimizers' stepper calls this and must not throw halfway through a step; retract reports it).
 template <class T>
 Mat<T> spd_core(const Mat<T>& w, Retraction r) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (use_spectral<T>(w)) {
+      if (r == Retraction::geodesic) return symmetric_function<T>(w, [](T v) { return std::exp(v); });
+      return symmetric_function<T>(w, [](T v) { return (T(1) + v) * (T(1) + v) * T(0.5) + T(0.5); });
+    }
+  }
   if (r == Retraction::geodesic) return expm(w);
   return Mat<T>::Identity(w.rows(), w.cols()) + w + T(0.5) * (w * w);
 }
@@ -176,9 +186,9 @@ T check(const SPD<T>& x) {
     for (Eigen::Index i = 0; i < v.rows(); ++i) s(i, j) = detail::value_of(v(i, j));
   double below = 0;
   if (s.rows() > 0) {
-    const double lowest = Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd>((s + s.transpose()) / 2,
-                                                                         Eigen::EigenvaluesOnly)
-                              .eigenvalues()[0];
+    const double lowest =
+        Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd>((s + s.transpose()) / 2, Eigen::EigenvaluesOnly)
+            .eigenvalues()[0];
     below = lowest < 0 ? -lowest : 0;
   }
   return detail::frobenius<T>(v - v.transpose()) + T(below);
@@ -266,17 +276,47 @@ T metric(const SPD<T>& x, const U& u_in, const V& v_in) {
   return (lu.solve(u) * lu.solve(v)).trace();
 }
 
+namespace detail {
+
+// Throws std::domain_error naming the first non-finite coordinate of an SPD tangent vector.
+template <class T>
+void require_finite(const ScaledSymmetricMatrix<T>& xi) {
+  const auto& v = xi.storage();
+  for (Eigen::Index k = 0; k < v.size(); ++k)
+    if (!std::isfinite(value_of(v[k])))
+      throw std::domain_error("SPD::retract: the tangent vector has a non-finite coordinate, storage[" +
+                              std::to_string(k) + "] = " + short_number(value_of(v[k])));
+}
+
+// The new point F m F^T, which is not representable when an eigenvalue of the step overflows (exp(l) for l above
+// about 709 in double, 88 in float): std::domain_error then, not a point with inf or NaN entries.
+template <class T>
+void require_representable(const Mat<T>& x_new) {
+  if (!all_finite_values(x_new))
+    throw std::domain_error(
+        "SPD::retract: the step overflows: the new point has an eigenvalue beyond the largest representable number "
+        "(the tangent vector is finite, but its retraction is not representable)");
+}
+
+}  // namespace detail
+
+/// Moves x to the retraction of xi. Any finite xi whose image is representable gives a symmetric point whose
+/// eigenvalues are positive, to rounding of its largest one (cores of 1-norm above detail::kSpectralNorm = 16 are
+/// evaluated by their eigendecomposition, floating-point scalars). Throws std::domain_error, leaving x and the section
+/// unchanged, for a non-finite coordinate (named) and for a step whose image overflows.
 template <class T>
 void retract(SPD<T>& x, SPDSection<T>& section, const ScaledSymmetricMatrix<T>& xi, Retraction r = Retraction::cayley) {
   detail::check_section(x, section, "retract");
   if (xi.n() != x.n())
     throw std::invalid_argument("SPD::retract: tangent of order " + std::to_string(xi.n()) + ", expected " +
                                 std::to_string(x.n()));
+  detail::require_finite(xi);
   const detail::Mat<T> w = xi.dense();
   const detail::Mat<T> m = detail::spd_core(w, r);
   detail::Mat<T> x_new = detail::sym<T>(section.color(m));
+  detail::require_representable(x_new);
   if (section.policy() == SectionPolicy::transported && r == Retraction::geodesic) {
-    const detail::Mat<T> root = detail::expm<T>(w * T(0.5));
+    const detail::Mat<T> root = detail::spd_core<T>(w * T(0.5), Retraction::geodesic);
     section.transport(x_new, m, &root);
   } else {
     section.transport(x_new, m, nullptr);
@@ -289,7 +329,10 @@ void retract(SPD<T>& x, const ScaledSymmetricMatrix<T>& xi, Retraction r = Retra
   if (xi.n() != x.n())
     throw std::invalid_argument("SPD::retract: tangent of order " + std::to_string(xi.n()) + ", expected " +
                                 std::to_string(x.n()));
-  x.value() = detail::sym<T>(section.color(detail::spd_core(xi.dense(), r)));
+  detail::require_finite(xi);
+  detail::Mat<T> x_new = detail::sym<T>(section.color(detail::spd_core(xi.dense(), r)));
+  detail::require_representable(x_new);
+  x.value() = std::move(x_new);
 }
 
 /// The exact inverse: with W' = F^-1 Y F^-T, log(W') for the exponential map, (2 W' - I)^(1/2) - I for the

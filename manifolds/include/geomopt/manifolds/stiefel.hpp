@@ -19,6 +19,7 @@
 
 #include <Eigen/Core>
 #include <Eigen/LU>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -96,9 +97,7 @@ class Grassmann : public detail::PointBase<T, detail::Mat<T>> {
 
   static const Matrix& as_matrix(const Matrix& v) { return v; }
   static Tangent make_tangent(const Matrix&, Matrix b) { return Tangent(std::move(b)); }
-  static std::pair<Matrix, Matrix> blocks(const Tangent& xi) {
-    return {Matrix::Zero(xi.n(), xi.n()), xi.B()};
-  }
+  static std::pair<Matrix, Matrix> blocks(const Tangent& xi) { return {Matrix::Zero(xi.n(), xi.n()), xi.B()}; }
   static Eigen::Index dim(Eigen::Index N, Eigen::Index n) { return n * (N - n); }
 };
 
@@ -175,14 +174,16 @@ class SpecialOrthogonal : public detail::PointBase<T, detail::Mat<T>> {
 namespace detail {
 
 template <class M>
-concept stiefel_family = manifold_point<M> && requires { requires std::remove_cvref_t<M>::kStiefelFamily; };
+concept stiefel_family = manifold_point<M> && requires {
+  requires std::remove_cvref_t<M>::kStiefelFamily;
+};
 
 template <class M>
 void check_shape(const M& x, const Mat<typename M::Scalar>& v, const char* what) {
   const auto& y = x.value();
   if (v.rows() != y.rows() || v.cols() != y.cols())
-    throw std::invalid_argument(std::string(M::kName) + "::" + what + ": expected a " + std::to_string(y.rows()) +
-                                "x" + std::to_string(y.cols()) + " matrix, got " + std::to_string(v.rows()) + "x" +
+    throw std::invalid_argument(std::string(M::kName) + "::" + what + ": expected a " + std::to_string(y.rows()) + "x" +
+                                std::to_string(y.cols()) + " matrix, got " + std::to_string(v.rows()) + "x" +
                                 std::to_string(v.cols()));
 }
 
@@ -202,6 +203,37 @@ void check_tangent(const M& x, const Mat<typename M::Scalar>& a, const Mat<typen
                                 std::to_string(b.rows()) + "x" + std::to_string(b.cols()) + ", expected A " +
                                 std::to_string(x.n()) + "x" + std::to_string(x.n()) + " and B " +
                                 std::to_string(x.N() - x.n()) + "x" + std::to_string(x.n()));
+}
+
+// Throws std::domain_error naming the first non-finite entry of a tangent block ("A(1, 0) = nan"): a retraction of
+// a NaN or infinite tangent has no value, and a NaN point must not pass for one.
+template <class T>
+void require_finite(const Mat<T>& m, const char* name, const char* block) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (m.allFinite()) return;  // vectorized; the loop below only locates the entry
+  }
+  for (Eigen::Index j = 0; j < m.cols(); ++j)
+    for (Eigen::Index i = 0; i < m.rows(); ++i)
+      if (!std::isfinite(value_of(m(i, j))))
+        throw std::domain_error(std::string(name) + "::retract: the tangent vector has a non-finite coordinate, " +
+                                block + "(" + std::to_string(i) + ", " + std::to_string(j) +
+                                ") = " + short_number(value_of(m(i, j))));
+}
+
+// The retraction's result, checked: a finite tangent gives a finite point at any norm (the spectral rule of
+// detail/matrix_functions.hpp); anything else (a Schur iteration that did not converge) is reported, not returned.
+template <class M>
+void require_finite_point(const Mat<typename M::Scalar>& y) {
+  if constexpr (std::is_floating_point_v<typename M::Scalar>) {
+    if (y.allFinite()) return;
+  }
+  for (Eigen::Index j = 0; j < y.cols(); ++j)
+    for (Eigen::Index i = 0; i < y.rows(); ++i)
+      if (!std::isfinite(value_of(y(i, j))))
+        throw std::domain_error(std::string(M::kName) +
+                                "::retract: the retraction of a finite tangent vector gave a "
+                                "non-finite entry at (" +
+                                std::to_string(i) + ", " + std::to_string(j) + ")");
 }
 
 template <class M>
@@ -339,13 +371,21 @@ typename M::Scalar metric(const M& x, const U& u_in, const V& v_in) {
 }
 
 /// Moves x to the retraction of the tangent vector xi in the section, which follows x by its policy.
+///
+/// Any finite xi, of any norm, gives a point with orthonormal columns to working precision (SO(n): determinant one):
+/// cores of 1-norm above detail::kSpectralNorm = 16 are evaluated by their real Schur form (floating-point scalars;
+/// a ceres::Jet keeps the polynomial and the solve). A non-finite coordinate throws std::domain_error naming it, and
+/// x and the section are left unchanged.
 template <detail::stiefel_family M>
 void retract(M& x, GlobalSection<typename M::Scalar>& section, const typename M::Tangent& xi,
              Retraction r = Retraction::cayley) {
   const auto [a, b] = M::blocks(xi);
   detail::check_tangent(x, a, b, "retract");
   detail::check_section(x, section, "retract");
+  detail::require_finite(a, M::kName, "A");
+  detail::require_finite(b, M::kName, "B");
   auto step = detail::stiefel_step(section, a, b, r);
+  detail::require_finite_point<M>(step.y);
   section.transport(step.y, step.q, step.f);
   x.value() = detail::from_matrix<M>(step.y);
 }
@@ -354,12 +394,22 @@ template <detail::stiefel_family M>
 void retract(M& x, const typename M::Tangent& xi, Retraction r = Retraction::cayley) {
   const auto [a, b] = M::blocks(xi);
   detail::check_tangent(x, a, b, "retract");
-  x.value() = detail::from_matrix<M>(detail::stiefel_step(make_section(x), a, b, r).y);
+  detail::require_finite(a, M::kName, "A");
+  detail::require_finite(b, M::kName, "B");
+  detail::Mat<typename M::Scalar> y = detail::stiefel_step(make_section(x), a, b, r).y;
+  detail::require_finite_point<M>(y);
+  x.value() = detail::from_matrix<M>(y);
 }
 
 /// The tangent vector xi with retract(x, xi, r) == y, in the coordinates of the section: closed forms for Cayley and
 /// for Grassmann (which acts on the subspace of y, whatever its representative), Zimmermann's iteration for the
-/// Stiefel logarithm. Throws std::domain_error when y is out of reach.
+/// Stiefel logarithm. Throws std::domain_error when y is out of reach or has a non-finite entry.
+///
+/// The Cayley inverse is undefined where x^T y + I is singular (y a half turn from x: an eigenvalue -1 of x^T y, e.g.
+/// SO(3) from I to diag(1, -1, -1)). It throws when sigma_min(x^T y + I) <= sqrt(eps) max(sigma_max(x^T y + I), 1)
+/// (detail::inverse_cayley_threshold); otherwise its relative error is about eps / sigma_min(x^T y + I), at most
+/// about sqrt(eps), which is the conditioning of the problem itself (for SO(n) the inverse of a rotation by t about
+/// an axis is 2 tan(t / 2) times that axis's skew matrix, and 1 / sigma_min = 1 / (2 cos(t / 2))).
 template <detail::stiefel_family M, class Y>
 typename M::Tangent inverse_retract(const M& x, const GlobalSection<typename M::Scalar>& section, const Y& y_in,
                                     Retraction r = Retraction::cayley) {
@@ -368,6 +418,8 @@ typename M::Tangent inverse_retract(const M& x, const GlobalSection<typename M::
   detail::check_shape(x, y, "inverse_retract");
   detail::check_section(x, section, "inverse_retract");
   const Eigen::Index n = x.n();
+  if (!detail::all_finite_values(y))
+    throw std::domain_error(std::string(M::kName) + "::inverse_retract: y has a non-finite entry");
   const detail::Mat<T> z = section.apply_transpose(y);
   if constexpr (std::is_same_v<M, Grassmann<T>>) {
     return M::make_tangent(detail::Mat<T>(), detail::inverse_grassmann_block(z, n, r));

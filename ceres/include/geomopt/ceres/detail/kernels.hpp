@@ -11,6 +11,7 @@
 #include <Eigen/Core>
 #include <cmath>
 #include <exception>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -23,6 +24,15 @@ using CeresRowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eige
 using CeresVector = Eigen::Matrix<double, Eigen::Dynamic, 1>;
 
 inline constexpr double kInvSqrt2 = 0.70710678118654752440;
+
+// Ceres sizes its blocks with int: an n x n block needs n <= floor(sqrt(INT_MAX)) = 46340. Throws
+// std::invalid_argument naming the manifold and the order otherwise.
+inline void require_square_block_fits(const char* who, Eigen::Index n) {
+  if (n > 46340)
+    throw std::invalid_argument(std::string(who) + ": an " + std::to_string(n) + "x" + std::to_string(n) +
+                                " block has more entries than a Ceres parameter block can hold (" +
+                                std::to_string(std::numeric_limits<int>::max()) + "); need n <= 46340");
+}
 
 // Stiefel, Sphere and SpecialOrthogonal: the parameter block is the N x n point, column-major; the tangent
 // coordinates are (the packed strictly lower triangle of the skew block A, then B column-major), the packed
@@ -40,6 +50,11 @@ class StiefelFamilyKernel {
     if (n < 1 || n > N)
       throw std::invalid_argument(std::string("CeresManifold<") + M::kName +
                                   ">: need 1 <= n <= N, got N = " + std::to_string(N) + ", n = " + std::to_string(n));
+    // n <= N and N n <= INT_MAX bound every size below; N n is checked by division, it could overflow Eigen::Index.
+    if (N > std::numeric_limits<int>::max() / n)
+      throw std::invalid_argument(std::string("CeresManifold<") + M::kName + ">: St(" + std::to_string(N) + ", " +
+                                  std::to_string(n) + ") has more entries than a Ceres parameter block can hold (" +
+                                  std::to_string(std::numeric_limits<int>::max()) + ")");
   }
 
   Eigen::Index N() const noexcept { return N_; }
@@ -49,6 +64,10 @@ class StiefelFamilyKernel {
   int tangent_size() const noexcept { return static_cast<int>(skew_size() + (N_ - n_) * n_); }
 
   void plus(const double* x, const double* delta, double* out) const {
+    for (int k = 0; k < tangent_size(); ++k)
+      if (!std::isfinite(delta[k]))
+        throw std::domain_error(std::string("CeresManifold<") + M::kName + ">::Plus: delta[" + std::to_string(k) +
+                                "] is not finite");
     if constexpr (kSphere) {
       sphere_plus(x, delta, out);
       return;
@@ -136,30 +155,40 @@ class StiefelFamilyKernel {
     f.tau = section_reflector(f.w);
     return f;
   }
-  // plus(x, delta) = lambda f([0, -delta^T; delta, 0]) e_1 = c0 x / |x| + c1 u with u = lambda [0; delta] = H [0; delta]:
-  // Cayley c0 = (1 - t/4) / (1 + t/4), c1 = 1 / (1 + t/4), t = |delta|^2; geodesic c0 = cos|delta|, c1 = sin|delta| /
-  // |delta|.
+  // plus(x, delta) = lambda f([0, -delta^T; delta, 0]) e_1 = c0 x / |x| + s1 u with u = lambda [0; delta / a] =
+  // H [0; delta / a], a = |delta|: Cayley c0 = (4 - a^2) / (4 + a^2), s1 = 4 a / (4 + a^2); geodesic c0 = cos a,
+  // s1 = sin a. The unit direction and the coefficients in terms of 2 / a past a = 2 keep every finite delta finite
+  // (a^2 overflows at a = 1e154, and 1 / a^2 times delta underflows).
   void sphere_plus(const double* x, const double* delta, double* out) const {
     const SphereFrame f = sphere_frame(x);
     const Eigen::Index rest = N_ - 1;
     const Eigen::Map<const CeresVector> d(delta, rest);
-    const double norm_x = f.w(0), t = d.squaredNorm();
+    const double norm_x = f.w(0), a = d.size() == 0 ? 0.0 : d.stableNorm();
     if (!(norm_x > 0) || !std::isfinite(norm_x))
       throw std::domain_error("CeresManifold<Sphere>::Plus: x has norm " + std::to_string(norm_x));
-    double c0 = 1, c1 = 1;
+    double c0 = 1, s1 = 0;
     if (r_ == Retraction::cayley) {
-      c1 = 1 / (1 + t / 4);
-      c0 = (1 - t / 4) * c1;
-    } else if (t > 0) {
-      const double angle = std::sqrt(t);
-      c0 = std::cos(angle);
-      c1 = std::sin(angle) / angle;
+      if (a <= 2) {
+        const double t = a * a / 4;
+        c0 = (1 - t) / (1 + t);
+        s1 = a / (1 + t);
+      } else {
+        const double u = 2 / a, u2 = u * u;
+        c0 = (u2 - 1) / (u2 + 1);
+        s1 = 2 * u / (u2 + 1);
+      }
+    } else {
+      c0 = std::cos(a);
+      s1 = std::sin(a);
     }
     Eigen::Map<CeresVector> y(out, N_);
-    const double coefficient = f.tau * f.w.tail(rest).dot(d);  // H [0; d] = [0; d] - tau w (w . [0; d])
     y = (c0 / norm_x) * Eigen::Map<const CeresVector>(x, N_);
-    y(0) -= c1 * coefficient;
-    y.tail(rest) += c1 * (d - coefficient * f.w.tail(rest));
+    if (a > 0) {
+      const CeresVector unit = d / a;
+      const double coefficient = f.tau * f.w.tail(rest).dot(unit);  // H [0; e] = [0; e] - tau w (w . [0; e])
+      y(0) -= s1 * coefficient;
+      y.tail(rest) += s1 * (unit - coefficient * f.w.tail(rest));
+    }
   }
   // Row r of the output is (H g_r)(1:) = g_r(1:) - tau (w . g_r) essential.
   void sphere_right_multiply(const double* x, int rows, const double* ambient, double* tangent) const {
@@ -236,6 +265,7 @@ class SPDKernel {
  public:
   SPDKernel(Eigen::Index n, Retraction r) : n_(n), r_(r) {
     if (n < 1) throw std::invalid_argument("CeresManifold<SPD>: need n >= 1, got n = " + std::to_string(n));
+    require_square_block_fits("CeresManifold<SPD>", n);
   }
 
   Eigen::Index n() const noexcept { return n_; }
@@ -301,6 +331,7 @@ class SymmetricKernel {
  public:
   explicit SymmetricKernel(Eigen::Index n) : n_(n) {
     if (n < 1) throw std::invalid_argument("CeresManifold<SymmetricMatrix>: need n >= 1, got n = " + std::to_string(n));
+    require_square_block_fits("CeresManifold<SymmetricMatrix>", n);
   }
 
   Eigen::Index n() const noexcept { return n_; }

@@ -42,6 +42,15 @@ struct StiefelStep {
   Mat<T> f;  // (n + k) x (n + k)
 };
 
+// The scaling exponent of a tangent block whose squared norm could overflow (largest |entry| at or above
+// 2^(max_exponent / 4), 2^256 in double, 2^32 in float), 0 otherwise; shared with the optimizers' stepper.
+template <class T>
+int huge_block_exponent(const Mat<T>& b) {
+  static_assert(std::is_floating_point_v<T>);
+  const T top = b.size() == 0 ? T(0) : b.cwiseAbs().maxCoeff();
+  return top >= std::ldexp(T(1), std::numeric_limits<T>::max_exponent / 4) ? scale_exponent<T>(b) : 0;
+}
+
 // The factors of the lift [a, -b^T; b, 0]: the complement basis q and the skew core S.
 template <class T>
 std::pair<Mat<T>, Mat<T>> lift_core(const Mat<T>& a, const Mat<T>& b) {
@@ -49,17 +58,28 @@ std::pair<Mat<T>, Mat<T>> lift_core(const Mat<T>& a, const Mat<T>& b) {
   Mat<T> q(rest, k), s = Mat<T>::Zero(n + k, n + k);
   s.topLeftCorner(n, n) = a;
   if (k > 0) {
-    Eigen::HouseholderQR<Mat<T>> qr(b);
+    // A block with entries beyond the square root of the largest number is factored scaled by a power of two (exact,
+    // and the same q): the reflectors square the column norms.
+    int e = 0;
+    if constexpr (std::is_floating_point_v<T>) e = huge_block_exponent<T>(b);
+    Eigen::HouseholderQR<Mat<T>> qr(e == 0 ? b : Mat<T>(b * T(std::ldexp(1.0, -e))));
     q = qr.householderQ() * Mat<T>::Identity(rest, k);
-    const Mat<T> r = qr.matrixQR().topRows(k).template triangularView<Eigen::Upper>();
+    Mat<T> r = qr.matrixQR().topRows(k).template triangularView<Eigen::Upper>();
+    if (e != 0) r *= T(std::ldexp(1.0, e));
     s.bottomLeftCorner(k, n) = r;
     s.topRightCorner(n, k) = -r.transpose();
   }
   return {std::move(q), std::move(s)};
 }
 
+// f(S) for the skew core: the spectral form above kSpectralNorm (detail/matrix_functions.hpp), the Taylor exponential
+// or the Cayley solve below it. A non-finite core gives non-finite entries, never an exception (the optimizers'
+// steppers call this and must not throw halfway through a step).
 template <class T>
 Mat<T> core_function(const Mat<T>& s, Retraction r) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (use_spectral<T>(s)) return skew_function_spectral<T>(s, r == Retraction::geodesic);
+  }
   return r == Retraction::geodesic ? expm(s) : cayley(s);
 }
 
@@ -83,17 +103,46 @@ StiefelStep<T> stiefel_step(const GlobalSection<T>& section, const Mat<T>& a, co
   return step;
 }
 
-// x (m + I)^-1 for square m. m + I is singular exactly when the target is out of the Cayley retraction's reach (an
-// eigenvalue -1 of the rotation, a half turn); its smallest singular value is estimated as rcond * ||m + I||_1, an
-// absolute measure because ||m + I|| <= 2 for a target on the manifold.
+// The smallest and largest singular values of the real parts of a nonempty square m, from an SVD in double (O(n^3)).
+// A condition estimate from an LU is not safe for this: Eigen's estimator reports 1 for diag(2, 0, 0), since the
+// exactly singular pivot turns its inner solves into NaN. Throws std::domain_error for a non-finite entry.
+template <class T>
+std::pair<double, double> extreme_singular_values(const Mat<T>& m, const char* who) {
+  Eigen::MatrixXd values(m.rows(), m.cols());
+  for (Eigen::Index j = 0; j < m.cols(); ++j)
+    for (Eigen::Index i = 0; i < m.rows(); ++i) values(i, j) = value_of(m(i, j));
+  if (!values.allFinite()) throw std::domain_error(std::string(who) + ": y has a non-finite entry");
+  const Eigen::VectorXd sigma = Eigen::BDCSVD<Eigen::MatrixXd>(values).singularValues();
+  return {sigma[sigma.size() - 1], sigma[0]};
+}
+
+// The smallest singular value of z1 + I, below which the inverse Cayley retraction refuses, relative to the largest
+// or to 1 (so that y = -x, where z1 + I is zero to rounding, is refused too): sqrt(eps) (1.5e-8 in double, 3.5e-4 in
+// float). The inverse is undefined where z1 + I is singular (an eigenvalue -1
+// of the rotation, a half turn), and near there its relative condition number is about 1 / sigma_min(z1 + I): a
+// target rounded to working precision determines the answer only to about eps / sigma_min, so past the threshold
+// that error would exceed sqrt(eps) and the answer, of norm about 4 / sigma_min, says only "nearly a half turn".
+template <class T>
+double inverse_cayley_threshold() {
+  return std::sqrt(static_cast<double>(std::numeric_limits<T>::epsilon()));
+}
+
+// x (m + I)^-1 for square m. Throws std::domain_error when sigma_min(m + I) <= inverse_cayley_threshold<T>()
+// max(sigma_max(m + I), 1).
 template <class T>
 Mat<T> solve_right_shifted(const Mat<T>& x, const Mat<T>& m) {
-  const Mat<T> shifted = m + Mat<T>::Identity(m.rows(), m.cols());
+  const Eigen::Index order = m.rows();
+  const Mat<T> shifted = m + Mat<T>::Identity(order, m.cols());
+  if (order == 0) return Mat<T>(x.rows(), 0);
+  const auto [smallest, largest] = extreme_singular_values<T>(shifted, "inverse_retract (cayley)");
+  if (!(smallest > inverse_cayley_threshold<T>() * std::max(largest, 1.0)))
+    throw std::domain_error(
+        "inverse_retract (cayley): y is out of reach: x^T y + I is singular to working precision "
+        "(smallest singular value " +
+        short_number(smallest) + " against " + short_number(largest) +
+        "), y is a half turn from x or within sqrt(eps) of one");
+  if (x.rows() == 0) return Mat<T>(0, order);  // SO(n): no complement block (Eigen's solve binds a null pointer)
   const Eigen::PartialPivLU<Mat<T>> lu(shifted.transpose());
-  const double smallest = static_cast<double>(lu.rcond()) * norm1_value(shifted);
-  if (m.rows() > 0 && !(smallest > static_cast<double>(m.rows()) * std::numeric_limits<T>::epsilon()))
-    throw std::domain_error("inverse_retract (cayley): y is out of reach, z1 + I is singular (a half turn from x)");
-  if (x.rows() == 0) return Mat<T>(0, m.rows());  // SO(n): no complement block (Eigen's solve binds a null pointer)
   return lu.solve(x.transpose()).transpose();
 }
 
@@ -160,10 +209,16 @@ Mat<T> inverse_grassmann_block(const Mat<T>& z, Eigen::Index n, Retraction retra
   static_assert(std::is_floating_point_v<T>, "the Grassmann inverse retraction needs a floating-point scalar");
   const Eigen::Index rest = z.rows() - n;
   const Mat<T> z1 = z.topRows(n);
+  if (n > 0) {
+    const auto [smallest, largest] = extreme_singular_values<T>(z1, "inverse_retract (Grassmann)");
+    (void)largest;  // an orthonormal y has sigma_max(x^T y) <= 1: the measure is absolute
+    if (!(smallest > static_cast<double>(n) * std::numeric_limits<T>::epsilon()))
+      throw std::domain_error(
+          "inverse_retract (Grassmann): y contains a direction orthogonal to x, out of reach "
+          "(smallest singular value of x^T y " +
+          short_number(smallest) + ")");
+  }
   const Eigen::PartialPivLU<Mat<T>> lu(z1.transpose());
-  const double smallest = static_cast<double>(lu.rcond()) * norm1_value(z1);
-  if (n > 0 && !(smallest > static_cast<double>(n) * std::numeric_limits<T>::epsilon()))
-    throw std::domain_error("inverse_retract (Grassmann): y contains a direction orthogonal to x, out of reach");
   const Mat<T> t = lu.solve(z.bottomRows(rest).transpose()).transpose();
   Eigen::JacobiSVD<Mat<T>> svd(t, Eigen::ComputeThinU | Eigen::ComputeThinV);
   Eigen::Matrix<T, Eigen::Dynamic, 1> sigma = svd.singularValues();

@@ -11,7 +11,13 @@
 //     moves it, F <- F exp(W/2) (geodesic) or F (I + W + W^2/2)^(1/2) (cayley). That square root comes from a cyclic
 //     Jacobi eigensolver on preallocated buffers (Eigen's SelfAdjointEigenSolver allocates when it forms the
 //     eigenvectors); the square root of a positive definite matrix is unique, so it matches spd.hpp's to rounding;
-//   - the constructor allocates every buffer; lift and retract allocate nothing. Everything is O(n^3).
+//   - retract follows spd.hpp's rules at every norm: a finite whitened step of 1-norm above detail::kSpectralNorm (16)
+//     takes the eigendecomposition of detail::spd_core (so the point stays positive definite where scaling and
+//     squaring would give NaN), and so does the transported section's exp(W/2). It never throws: a step whose image
+//     overflows, or non-finite coordinates, give non-finite entries in y (the documented outcome under
+//     non_finite = propagate; geomopt::retract throws std::domain_error for both);
+//   - the constructor allocates every buffer; lift and retract allocate nothing except on the spectral path above,
+//     which only a step of whitened norm above 16 takes. Everything is O(n^3).
 #pragma once
 
 #include <Eigen/Core>
@@ -162,7 +168,9 @@ class SPDStepper final : public ManifoldStepper<T> {
       for (Eigen::Index j = 0; j < i; ++j, ++c) w_(i, j) = w_(j, i) = T(coords[c] * kWeight);
       w_(i, i) = coords[c++];
     }
-    if (r == Retraction::geodesic) {
+    if (use_spectral<T>(w_)) {
+      m_ = spd_core<T>(w_, r);
+    } else if (r == Retraction::geodesic) {
       core_.expm(w_, m_);
     } else {
       stepping::product<T>(tmp_, w_, w_);
@@ -177,7 +185,11 @@ class SPDStepper final : public ManifoldStepper<T> {
     }
     if (r == Retraction::geodesic) {
       tmp_ = w_ * T(0.5);
-      core_.expm(tmp_, root_);
+      if (use_spectral<T>(tmp_)) {
+        root_ = spd_core<T>(tmp_, Retraction::geodesic);
+      } else {
+        core_.expm(tmp_, root_);
+      }
     } else {
       sqrt_.compute(m_, root_);
     }

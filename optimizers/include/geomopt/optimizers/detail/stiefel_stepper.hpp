@@ -6,10 +6,18 @@
 //     (stiefel.hpp, detail/stiefel_kernel.hpp), to rounding: the same Householder conventions (the section's
 //     detail::section_reflector for y, Eigen's makeHouseholder for the step's B), hence the same complement Y_perp,
 //     the same 2n x 2n core and the same degree-15 Taylor exponential with the same scaling;
+//   - retract follows the manifolds' rules at every norm: a finite step whose core has 1-norm above
+//     detail::kSpectralNorm (16) takes detail::skew_function_spectral, the real Schur form, as detail::core_function
+//     does, so the point stays orthonormal (SO(n): determinant one) at any finite norm; a B block with entries beyond
+//     2^(max_exponent / 4) is factored scaled by a power of two (detail::huge_block_exponent), as detail::lift_core
+//     is. Non-finite coordinates never throw (a step must not fail halfway through a tree): they give non-finite
+//     entries in y, which is the documented outcome under non_finite = propagate; the optimizer checks the
+//     coordinates before retract under skip and raise;
 //   - the constructor allocates every buffer; lift and retract allocate nothing (no operator new, no Eigen heap
-//     allocation). Every product goes through stepping::product, which tiles it so that Eigen's GEMM packs its
-//     panels on the stack (EIGEN_STACK_ALLOCATION_LIMIT, 128 KiB by default; Eigen built without alloca, with a
-//     smaller limit, or with OpenMP would allocate there);
+//     allocation) except on the spectral path above, which only a step of core norm above 16 takes. Every product
+//     goes through stepping::product, which tiles it so that Eigen's GEMM packs its panels on the stack
+//     (EIGEN_STACK_ALLOCATION_LIMIT, 128 KiB by default; Eigen built without alloca, with a smaller limit, or with
+//     OpenMP would allocate there);
 //   - recomputed: O(N n) memory, O(N n^2) per call, never an N x N matrix (the section is n reflectors of y,
 //     factored by lift and reused by the retract that follows it); transported: the dense N x N section, moved as
 //     GlobalSection::transport moves it, lambda <- lambda (I + W (F - I) W^T), O(N^2 n) per call.
@@ -161,6 +169,10 @@ class CoreFunctions {
   std::size_t bytes() const noexcept { return 7 * bytes_of(x_); }
 
   void apply(const Matrix<T>& s, Retraction r, Matrix<T>& out) {
+    if (geomopt::detail::use_spectral<T>(s)) {  // the rule of detail::core_function
+      out = geomopt::detail::skew_function_spectral<T>(s, r == Retraction::geodesic);
+      return;
+    }
     if (r == Retraction::geodesic) {
       expm(s, out);
     } else {
@@ -323,10 +335,14 @@ class StiefelFamilyStepper final : public ManifoldStepper<T> {
     }
     if (k_ > 0) {
       b_ = stepping::ConstMatrixMap<T>(coords + c, rest_, n_);
+      // Scaled by a power of two when its squared norms could overflow, as detail::lift_core does (exact).
+      const int e = huge_block_exponent<T>(b_);
+      if (e != 0) b_ *= T(std::ldexp(1.0, -e));
       stepping::householder_qr(b_, tau_b_.data());
+      const T unscale = T(std::ldexp(1.0, e));
       for (Eigen::Index j = 0; j < n_; ++j) {
         for (Eigen::Index i = 0; i < k_; ++i) {
-          const T v = i <= j ? b_(i, j) : T(0);
+          const T v = i <= j ? T(b_(i, j) * unscale) : T(0);
           s_(n_ + i, j) = v;
           s_(j, n_ + i) = -v;
         }
