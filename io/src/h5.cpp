@@ -434,34 +434,29 @@ std::string object_path(const std::string& group, const std::vector<std::string>
   return p;
 }
 
-bool exists(hid_t file, const std::string& h5path) {
-  // H5Lexists needs each parent to exist, so walk down one link at a time.
+namespace {
+// H5Lexists needs each parent to exist, so walk down one link at a time. A link that cannot be looked up counts as
+// absent, or with `damaged_throws` is a Failure.
+bool walk_exists(hid_t file, const std::string& h5path, bool damaged_throws) {
   if (h5path == "/") return true;
   std::size_t pos = 1;
   while (true) {
     const std::size_t next = h5path.find('/', pos);
     const std::string prefix = h5path.substr(0, next);
     const htri_t e = H5Lexists(file, prefix.c_str(), H5P_DEFAULT);
+    if (e < 0 && damaged_throws)
+      throw Failure("cannot look up " + prefix + " (the group holding it is damaged): " + last_error());
     if (e < 0) H5Eclear2(H5E_DEFAULT);
     if (e <= 0) return false;
     if (next == std::string::npos) return true;
     pos = next + 1;
   }
 }
+}  // namespace
 
-bool exists_or_throw(hid_t file, const std::string& h5path) {
-  if (h5path == "/") return true;
-  std::size_t pos = 1;
-  while (true) {
-    const std::size_t next = h5path.find('/', pos);
-    const std::string prefix = h5path.substr(0, next);
-    const htri_t e = H5Lexists(file, prefix.c_str(), H5P_DEFAULT);
-    if (e < 0) throw Failure("cannot look up " + prefix + " (the group holding it is damaged): " + last_error());
-    if (e == 0) return false;
-    if (next == std::string::npos) return true;
-    pos = next + 1;
-  }
-}
+bool exists(hid_t file, const std::string& h5path) { return walk_exists(file, h5path, false); }
+
+bool exists_or_throw(hid_t file, const std::string& h5path) { return walk_exists(file, h5path, true); }
 
 std::optional<std::vector<hsize_t>> dimensions(hid_t dataset) {
   Id space = checked(H5Dget_space(dataset), H5Sclose, "dataspace");
