@@ -38,6 +38,9 @@ build_and_test release -DCMAKE_CXX_COMPILER=g++ -DCMAKE_C_COMPILER=gcc \
 
 echo "== ASan + UBSan (clang++, -O0, assertions on) =="
 export ASAN_OPTIONS="detect_leaks=1"
+# HDF5 1.10 leaks some of its own allocations on the error paths of corrupt files (the io tests and the fuzzer feed it
+# such files); leaks with no HDF5 frame still fail.
+export LSAN_OPTIONS="suppressions=${PWD}/tests/io/fuzz_lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1"
 build_and_test asan -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O0 -g1" \
