@@ -26,13 +26,13 @@
 // runs it.
 #include <benchmark/benchmark.h>
 
+#include <immintrin.h>
 #include <Eigen/Core>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <geomopt/optimizers.hpp>
-#include <immintrin.h>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -49,7 +49,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr Eigen::Index kRoofChunk = 512;
-
 
 // ---------------------------------------------------------------------------------------------------------------
 // The roof kernels: Eigen maps over chunks of 512 entries, so the copies and the add are vectorised at -O2 with
@@ -186,17 +185,17 @@ struct DiagAdamKernel : geomopt::AdamKernel {
 // ---------------------------------------------------------------------------------------------------------------
 struct Case {
   std::string name;
-  double entries = 0;               // entries stepped (or streamed) per call
-  std::function<void()> call;       // one step
-  long inner = 1;                   // calls per repetition, calibrated in warm-up
-  std::vector<double> seconds;      // per call, one per repetition
-  std::function<double()> defect;   // manifold cases: ||Y^T Y - I|| of the leaf after the run
+  double entries = 0;              // entries stepped (or streamed) per call
+  std::function<void()> call;      // one step
+  long inner = 1;                  // calls per repetition, calibrated in warm-up
+  std::vector<double> seconds;     // per call, one per repetition
+  std::function<double()> defect;  // manifold cases: ||Y^T Y - I|| of the leaf after the run
 };
 
 // Shared data, built on first use.
 struct Data {
   std::unique_ptr<Tree369> params, grads;
-  std::vector<Eigen::ArrayXf> roof;  // 4 arrays of the tree's size
+  std::vector<Eigen::ArrayXf> roof;                   // 4 arrays of the tree's size
   std::unique_ptr<geomopt::detail::ThreadPool> pool;  // the optimizers' own team, so both sides dispatch alike
 
   Tree369& p() {
@@ -365,8 +364,8 @@ Case make_case(const std::string& name, Data& d) {
 }
 
 std::vector<std::string> expand(const std::string& list) {
-  std::vector<std::string> tree = {"roof_1t", "roof_2t", "adam_1t", "adam_2t", "roof32_1t", "sgd_1t", "adamw_1t",
-                                   "roof_l2", "adam_l2"};
+  std::vector<std::string> tree = {"roof_1t", "roof_2t",  "adam_1t", "adam_2t", "roof32_1t",
+                                   "sgd_1t",  "adamw_1t", "roof_l2", "adam_l2"};
   std::vector<std::string> diag = {"adam_nosqrt_1t", "adam_nosqrtdiv_1t", "adam_fused_1t"};
   std::vector<std::string> policy = {"adam_1t", "adam_skip_1t", "adam_raise_1t"};
   std::vector<std::string> manifold;

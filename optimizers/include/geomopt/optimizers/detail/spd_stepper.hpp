@@ -1,5 +1,5 @@
-// SPDStepper: the ManifoldStepper of SPD leaves, the affine-invariant geometry of spd.hpp with the section F (X = F F^T)
-// held in preallocated buffers.
+// SPDStepper: the ManifoldStepper of SPD leaves, the affine-invariant geometry of spd.hpp with the section F (X = F
+// F^T) held in preallocated buffers.
 //
 // Invariants:
 //   - lift gives the svec (ScaledSymmetricMatrix storage) of W = F^T sym(G) F, and retract moves y to
@@ -112,7 +112,7 @@ class SymmetricSqrt {
   }
 
  private:
-  Matrix<T> a_, v_, tmp_;   // a_: the upper triangle is rotated, the lower one keeps M
+  Matrix<T> a_, v_, tmp_;        // a_: the upper triangle is rotated, the lower one keeps M
   Vector<T> d_, start_, moved_;  // the diagonal, as at the sweep's start, and its moves in the sweep
 };
 
@@ -198,12 +198,8 @@ class SPDStepper final : public ManifoldStepper<T> {
   }
 
   T* section_data() noexcept override { return policy_ == SectionPolicy::transported ? f_.data() : nullptr; }
-  Eigen::Index section_rows() const noexcept override {
-    return policy_ == SectionPolicy::transported ? n_ : 0;
-  }
-  Eigen::Index section_cols() const noexcept override {
-    return policy_ == SectionPolicy::transported ? n_ : 0;
-  }
+  Eigen::Index section_rows() const noexcept override { return policy_ == SectionPolicy::transported ? n_ : 0; }
+  Eigen::Index section_cols() const noexcept override { return policy_ == SectionPolicy::transported ? n_ : 0; }
   std::size_t workspace_bytes() const noexcept override {
     using stepping::bytes_of;
     const std::size_t recomputed_factor = policy_ == SectionPolicy::recomputed ? bytes_of(f_) : 0;

@@ -162,8 +162,7 @@ void apply_q(X&& x, const A& qr, const T* tau, Eigen::Index count, bool transpos
 template <class T>
 class CoreFunctions {
  public:
-  explicit CoreFunctions(Eigen::Index m)
-      : x_(m, m), x2_(m, m), x3_(m, m), x4_(m, m), f_(m, m), tmp_(m, m), lu_(m, m) {}
+  explicit CoreFunctions(Eigen::Index m) : x_(m, m), x2_(m, m), x3_(m, m), x4_(m, m), f_(m, m), tmp_(m, m), lu_(m, m) {}
 
   Eigen::Index size() const noexcept { return x_.rows(); }
   std::size_t bytes() const noexcept { return 7 * bytes_of(x_); }
@@ -381,20 +380,13 @@ class StiefelFamilyStepper final : public ManifoldStepper<T> {
                            stepping::Op::transposed, T(1), true);
   }
 
-  T* section_data() noexcept override {
-    return policy_ == SectionPolicy::transported ? lambda_.data() : nullptr;
-  }
-  Eigen::Index section_rows() const noexcept override {
-    return policy_ == SectionPolicy::transported ? N_ : 0;
-  }
-  Eigen::Index section_cols() const noexcept override {
-    return policy_ == SectionPolicy::transported ? N_ : 0;
-  }
+  T* section_data() noexcept override { return policy_ == SectionPolicy::transported ? lambda_.data() : nullptr; }
+  Eigen::Index section_rows() const noexcept override { return policy_ == SectionPolicy::transported ? N_ : 0; }
+  Eigen::Index section_cols() const noexcept override { return policy_ == SectionPolicy::transported ? N_ : 0; }
   std::size_t workspace_bytes() const noexcept override {
     using stepping::bytes_of;
     return bytes_of(z_) + bytes_of(b_) + bytes_of(tau_b_) + bytes_of(s_) + bytes_of(f_) + bytes_of(qr_y_) +
-           bytes_of(tau_y_) + bytes_of(q_) + bytes_of(lw_) + bytes_of(h_) + bytes_of(fm_) +
-           core_.bytes();
+           bytes_of(tau_y_) + bytes_of(q_) + bytes_of(lw_) + bytes_of(h_) + bytes_of(fm_) + core_.bytes();
   }
 
  private:
@@ -413,8 +405,8 @@ class StiefelFamilyStepper final : public ManifoldStepper<T> {
       throw std::invalid_argument("make_stepper: Sphere needs a vector of length N >= 1, got length " +
                                   std::to_string(N));
     if (n < 0 || n > N)
-      throw std::invalid_argument(std::string("make_stepper: ") + name + " needs an N x n point with 0 <= n <= N, got " +
-                                  shape);
+      throw std::invalid_argument(std::string("make_stepper: ") + name +
+                                  " needs an N x n point with 0 <= n <= N, got " + shape);
     if (kind == StiefelFamilyKind::special_orthogonal && N != n)
       throw std::invalid_argument("make_stepper: SpecialOrthogonal needs a square point, got " + shape);
     if (policy == SectionPolicy::transported && y0 == nullptr && N * n > 0)
@@ -436,13 +428,13 @@ class StiefelFamilyStepper final : public ManifoldStepper<T> {
   bool factored_ = false;
   Eigen::Index N_, n_, rest_, k_;
   stepping::CoreFunctions<T> core_;
-  Matrix z_;               // lambda^T G
-  Matrix b_;               // B, then its Householder QR
+  Matrix z_;  // lambda^T G
+  Matrix b_;  // B, then its Householder QR
   Vector tau_b_;
-  Matrix s_, f_;           // the core and its function
-  Matrix qr_y_;            // recomputed: the Householder QR of y
+  Matrix s_, f_;  // the core and its function
+  Matrix qr_y_;   // recomputed: the Householder QR of y
   Vector tau_y_;
-  Matrix lambda_;          // transported: the dense section
+  Matrix lambda_;           // transported: the dense section
   Matrix q_, lw_, h_, fm_;  // transported: q, lambda W, (lambda W)(F - I), F - I
 };
 
