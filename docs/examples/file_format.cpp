@@ -44,12 +44,12 @@ int run() {
   {
     Model<double> tree = params;
     // snippet-begin: using
-    geomopt::io::save("model.h5", tree);                                   // the tree under /params
-    geomopt::io::LoadReport r = geomopt::io::load("model.h5", tree);       // into a tree of the same shape
+    geomopt::io::save("model.h5", tree);                              // the tree under /params
+    geomopt::io::LoadReport r = geomopt::io::load("model.h5", tree);  // into a tree of the same shape
 
     geomopt::io::save_checkpoint("ckpt.h5", params, state, {.attributes = {{"epoch", std::int64_t{3}}}});
-    auto fresh = adam.init(params);                                        // same optimizer, same tree shape
-    geomopt::io::load_checkpoint("ckpt.h5", params, fresh);                // params, state and step restored
+    auto fresh = adam.init(params);                          // same optimizer, same tree shape
+    geomopt::io::load_checkpoint("ckpt.h5", params, fresh);  // params, state and step restored
     // snippet-end: using
     expect(r.complete() && r.loaded.size() == 2 && pt::flatten(tree) == pt::flatten(params), "save and load");
     expect(fresh.step_count() == 1, "load_checkpoint restores the step count");
@@ -67,12 +67,12 @@ int run() {
     // snippet-begin: checkpoint
     geomopt::io::save_checkpoint("run.h5", params, state, {.attributes = {{"epoch", std::int64_t{1}}}});
 
-    Model<double> restored = pt::zeros_like(params);        // a prototype: shapes from it, numbers from the file
-    auto restored_state = adam.init(restored);               // the same optimizer and settings
+    Model<double> restored = pt::zeros_like(params);  // a prototype: shapes from it, numbers from the file
+    auto restored_state = adam.init(restored);        // the same optimizer and settings
     geomopt::io::LoadReport report = geomopt::io::load_checkpoint("run.h5", restored, restored_state);
-    std::cout << report.brief_report() << "\n";              // "loaded 2 leaves and 4 state arrays; ..."
+    std::cout << report.brief_report() << "\n";  // "loaded 2 leaves and 4 state arrays; ..."
 
-    adam.step(params, grads, state);                         // the two runs go on bit for bit alike
+    adam.step(params, grads, state);  // the two runs go on bit for bit alike
     adam.step(restored, grads, restored_state);
     // snippet-end: checkpoint
     expect(pt::flatten(restored) == pt::flatten(params) && restored_state.step_count() == state.step_count(),
