@@ -154,8 +154,8 @@ TEST_CASE_TEMPLATE("retract: a finite tangent of any norm stays on the manifold 
     for (Retraction r : kRetractions) {
       CAPTURE(norm);
       CAPTURE(name(r));
-      // SO(5) and SO(4) (odd and even order: the odd one has a kernel the Cayley solve used to lose), with and without
-      // a kept section.
+      // SO(5) and SO(4) (odd and even order: a skew core of odd order has a kernel, which a Cayley solve at huge norm
+      // loses), with and without a kept section.
       for (Eigen::Index n : {4, 5}) {
         const auto x = SpecialOrthogonal<T>::random_point(rng, n);
         auto xi = random_tangent(x, rng);
@@ -260,7 +260,7 @@ TEST_CASE_TEMPLATE("SPD retract at any norm: positive definite, or std::domain_e
       }
     }
   }
-  // Eigenvalues 1e4 and -1e4 in the whitened step: exp(1e4) is not representable (it used to give NaN).
+  // Eigenvalues 1e4 and -1e4 in the whitened step: exp(1e4) is not representable: an error, not NaN.
   SPD<T> x(2);
   M w(2, 2);
   w << T(0), T(1e4), T(1e4), T(0);
