@@ -5,11 +5,12 @@
 
 namespace geomopt {
 
-/// Which retraction a manifold step uses. For Stiefel, Grassmann, Sphere and SpecialOrthogonal, `cayley` is
-/// lambda (I - X/2)^-1 (I + X/2) [I; 0] and `geodesic` is lambda exp(X) [I; 0] for the lift X (the Riemannian
-/// exponential of the canonical metric). For SPD, `geodesic` is the exponential map of the affine-invariant metric
-/// and `cayley` names its second-order retraction X + U + U X^-1 U / 2.
-enum class Retraction { cayley, geodesic };
+/// Which retraction a manifold step uses; each manifold lists the ones it implements in M::kRetractions, its default
+/// first (contract.hpp). For Stiefel, Grassmann, Sphere and SpecialOrthogonal, `cayley` is lambda (I - X/2)^-1
+/// (I + X/2) [I; 0] and `geodesic` is lambda exp(X) [I; 0] for the lift X (the Riemannian exponential of the canonical
+/// metric). For SPD, `geodesic` is the exponential map of the affine-invariant metric and `second_order` the
+/// retraction X + U + U X^-1 U / 2 (SPD also accepts `cayley` for it, a deprecated name kept for existing code).
+enum class Retraction { cayley, geodesic, second_order };
 
 /// How a section kept between steps follows its point.
 ///   recomputed:  rebuilt from the new point after each retraction (Householder reflectors, O(N n) memory). The
