@@ -27,9 +27,11 @@
       const geomopt::detail::Mat<T>&, const geomopt::detail::Mat<T>&);                                                \
   EXT template geomopt::detail::Mat<T> geomopt::detail::core_function<T>(const geomopt::detail::Mat<T>&,              \
                                                                          geomopt::Retraction);                        \
-  EXT template geomopt::detail::StiefelStep<T> geomopt::detail::stiefel_step<T>(                                      \
-      const geomopt::GlobalSection<T>&, const geomopt::detail::Mat<T>&, const geomopt::detail::Mat<T>&,               \
-      geomopt::Retraction);                                                                                           \
+  EXT template class geomopt::detail::StiefelFamilyWorkspace<T, geomopt::Stiefel<T>>;                                \
+  EXT template class geomopt::detail::StiefelFamilyWorkspace<T, geomopt::Grassmann<T>>;                              \
+  EXT template class geomopt::detail::StiefelFamilyWorkspace<T, geomopt::Sphere<T>>;                                 \
+  EXT template class geomopt::detail::StiefelFamilyWorkspace<T, geomopt::SpecialOrthogonal<T>>;                      \
+  EXT template class geomopt::detail::SkewCoreKernels<T>;                                                            \
   EXT template geomopt::detail::Mat<T> geomopt::detail::solve_right_shifted<T>(const geomopt::detail::Mat<T>&,        \
                                                                                const geomopt::detail::Mat<T>&);       \
   EXT template std::pair<geomopt::detail::Mat<T>, geomopt::detail::Mat<T>>                                            \

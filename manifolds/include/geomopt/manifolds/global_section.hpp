@@ -19,7 +19,6 @@
 #pragma once
 
 #include <Eigen/Core>
-#include <Eigen/Householder>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -27,32 +26,29 @@
 #include <type_traits>
 
 #include "geomopt/manifolds/common.hpp"
+#include "geomopt/manifolds/detail/dense_kernels.hpp"
 
 namespace geomopt {
 
 namespace detail {
 
-/// The section's reflector of a column x, in place: x(0) becomes |x| and the rest the essential part v_2.. of
-/// v = [1; essential] with (I - tau v v^T) x = |x| e_1; returns tau. Golub and Van Loan's choice (see the top of
-/// this file); shared with the optimizers' allocation-free stepper, which must build the same section.
-template <class Column>
-typename std::decay_t<Column>::Scalar section_reflector(Column&& x) {
-  using T = typename std::decay_t<Column>::Scalar;
-  using std::sqrt;  // and sqrt of ceres::Jet by argument-dependent lookup
-  const Eigen::Index rest = x.size();
-  const T x1 = x(0);
-  const T tail = rest > 1 ? x.tail(rest - 1).squaredNorm() : T(0);
-  if (!(tail > (std::numeric_limits<T>::min)())) {
-    // x = x1 e_1 already: the identity when x1 >= 0, else the reflection of e_1.
-    x(0) = x1 < T(0) ? -x1 : x1;
-    if (rest > 1) x.tail(rest - 1).setZero();
-    return x1 < T(0) ? T(2) : T(0);
-  }
-  const T mu = sqrt(x1 * x1 + tail);
-  const T v1 = x1 <= T(0) ? x1 - mu : -tail / (x1 + mu);  // x1 - mu without cancellation
-  x.tail(rest - 1) /= v1;
-  x(0) = mu;
-  return T(2) * v1 * v1 / (tail + v1 * v1);
+// The move of a dense section along a step whose N x N orthogonal factor is G = I + W (F - I) W^T, W = [E, [0; q]]
+// (E = [I_n; 0], q an (N - n) x k basis in complement coordinates, F the (n + k) x (n + k) core function of the step):
+// y <- lambda W F E, the new point, and lambda <- lambda G = lambda + (lambda W)(F - I) W^T, in O(N^2 n). lw, h
+// (N x (n + k)) and fm ((n + k) x (n + k)) are scratch buffers of those sizes; nothing is allocated.
+template <class T>
+void transport_dense_section(Mat<T>& lambda, DenseOperand<T> q, const Mat<T>& f, DenseDestination<T> y, Mat<T>& lw,
+                             Mat<T>& h, Mat<T>& fm) {
+  const Eigen::Index N = lambda.rows(), n = y.cols(), k = q.cols(), rest = N - n;
+  lw.leftCols(n) = lambda.leftCols(n);
+  if (k > 0) dense_product<T>(lw.rightCols(k), lambda.rightCols(rest), q);
+  dense_product<T>(y, lw, f.leftCols(n));
+  fm = f;
+  fm.diagonal().array() -= T(1);
+  dense_product<T>(h, lw, fm);
+  lambda.leftCols(n) += h.leftCols(n);
+  if (k > 0)
+    dense_product<T>(lambda.rightCols(rest), h.rightCols(k), ProductOp::plain, q, ProductOp::transposed, T(1), true);
 }
 
 }  // namespace detail
@@ -99,8 +95,7 @@ class GlobalSection {
     check_rows(x.rows(), "apply_transpose");
     if (policy_ == SectionPolicy::transported) return dense_.transpose() * x.template cast<T>();
     Matrix out = x.template cast<T>();
-    if (n() == 0) return out;
-    out.applyOnTheLeft(reflectors().transpose());
+    detail::apply_householder_q(out, qr_, tau_.data(), n(), true);
     return out;
   }
 
@@ -129,52 +124,39 @@ class GlobalSection {
       factor(y_new);
       return;
     }
-    // lambda W = [lambda E, lambda [0; q]] and lambda G = lambda + (lambda W)(F - I) W^T.
-    Matrix lw(N(), n + k);
-    lw.leftCols(n) = dense_.leftCols(n);
-    lw.rightCols(k).noalias() = dense_.rightCols(N() - n) * q;
-    Matrix g = f;
-    g.diagonal().array() -= T(1);
-    const Matrix h = lw * g;
-    dense_.leftCols(n) += h.leftCols(n);
-    dense_.rightCols(N() - n).noalias() += h.rightCols(k) * q.transpose();
+    Matrix y(N(), n), lw(N(), n + k), h(N(), n + k), fm(n + k, n + k);
+    detail::transport_dense_section<T>(dense_, q, f, y, lw, h, fm);
+  }
+
+  /// Exchanges the dense N x N matrix of a transported section with m (O(1), nothing copied): how an allocation-free
+  /// workspace (detail/stiefel_family.hpp) takes the section back after moving it. m must be N x N.
+  void swap_dense(Matrix& m) {
+    if (policy_ != SectionPolicy::transported || m.rows() != N() || m.cols() != N())
+      throw std::invalid_argument("GlobalSection::swap_dense: needs a transported section and an " +
+                                  std::to_string(N()) + "x" + std::to_string(N()) + " matrix");
+    dense_.swap(m);
   }
 
  private:
-  using Reflectors = Eigen::HouseholderSequence<Matrix, Vector>;
-
   // Householder QR of y in Eigen's compact storage (R on and above the diagonal, each reflector's essential part
   // below it, H_k = I - tau_k v_k v_k^T with v_k = [1; essential]), by the reflectors described at the top.
   void factor(const Matrix& y) {
     rows_ = y.rows();
-    const Eigen::Index n = y.cols();
-    cols_ = n;
-    if (n == 0) return;  // lambda = I, with no reflector
+    cols_ = y.cols();
     qr_ = y;
-    tau_.resize(n);
-    Vector workspace(n);
-    for (Eigen::Index k = 0; k < n; ++k) {
-      const Eigen::Index rest = rows_ - k;
-      auto column = qr_.col(k).tail(rest);
-      tau_(k) = detail::section_reflector(column);
-      if (k + 1 < n)
-        qr_.bottomRightCorner(rest, n - k - 1)
-            .applyHouseholderOnTheLeft(qr_.col(k).tail(rest - 1), tau_(k), workspace.data());
-    }
+    tau_.resize(cols_);
+    detail::householder_qr_in_place(qr_, tau_.data(), detail::ReflectorConvention::section);
   }
 
-  Reflectors reflectors() const { return Reflectors(qr_, tau_); }
-
   Matrix householder_apply(Matrix out) const {
-    if (n() == 0) return out;
-    out.applyOnTheLeft(reflectors());
+    detail::apply_householder_q(out, qr_, tau_.data(), n(), false);
     return out;
   }
 
   void check_rows(Eigen::Index rows, const char* what) const {
     if (rows != N())
-      throw std::invalid_argument(std::string("GlobalSection::") + what + ": the argument has " +
-                                  std::to_string(rows) + " rows, expected " + std::to_string(N()));
+      throw std::invalid_argument(std::string("GlobalSection::") + what + ": the argument has " + std::to_string(rows) +
+                                  " rows, expected " + std::to_string(N()));
   }
 
   SectionPolicy policy_ = SectionPolicy::recomputed;

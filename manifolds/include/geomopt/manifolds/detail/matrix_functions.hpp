@@ -1,6 +1,7 @@
 // Small dense matrix functions the retractions need, written for any scalar an Eigen matrix can hold (float, double,
-// ceres::Jet): the exponential by scaling and squaring of a Taylor polynomial, the Cayley transform, and the
-// exponential, logarithm and square root of symmetric matrices through their eigendecomposition.
+// ceres::Jet): the exponential and the Cayley transform (allocating faces of the kernels of detail/dense_kernels.hpp),
+// the spectral forms of skew cores, and the exponential, logarithm and square root of symmetric matrices through their
+// eigendecomposition.
 //
 // The spectral rule: a retraction's core of 1-norm above kSpectralNorm (or with entries whose norm overflows) is
 // evaluated through its eigendecomposition (the real Schur form of a skew core, the symmetric eigendecomposition of
@@ -22,20 +23,10 @@
 #include <string>
 #include <type_traits>
 
+#include "geomopt/manifolds/common.hpp"
+#include "geomopt/manifolds/detail/dense_kernels.hpp"
+
 namespace geomopt::detail {
-
-template <class T>
-using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
-
-// The real part of a scalar: the value itself, or the value of a dual number's real part.
-template <class T>
-double value_of(const T& x) {
-  if constexpr (std::is_arithmetic_v<T>) {
-    return static_cast<double>(x);
-  } else {
-    return value_of(x.a);
-  }
-}
 
 // A number for a message, with three significant digits ("1.5e-08", not std::to_string's "0.000000").
 inline std::string short_number(double v) {
@@ -128,42 +119,39 @@ Mat<T> skew_function_spectral(const Mat<T>& S, bool geodesic) {
   return u * r * u.transpose();
 }
 
-// exp(S) for a square matrix S. S is scaled by 2^-s so that ||S 2^-s||_1 <= 1/2, the Taylor polynomial of degree 15 is
-// evaluated by the Paterson-Stockmeyer scheme (six products), and the result is squared s times. The truncation error
-// at norm 1/2 is below 2^-16 / 16! < 1e-18, under double rounding.
+// exp(S) for a square matrix S, by the kernel of detail/dense_kernels.hpp (scaling and squaring of the degree-15
+// Taylor polynomial) with temporary buffers. A non-finite S gives NaN entries.
 template <class T>
 Mat<T> expm(const Mat<T>& S) {
-  const Eigen::Index m = S.rows();
-  if (m == 0) return S;
-  const double norm = norm1_value(S);
-  // A non-finite input has no exponential; the count of squarings would be an out-of-range conversion.
-  if (!std::isfinite(norm)) return Mat<T>::Constant(m, m, T(std::numeric_limits<double>::quiet_NaN()));
-  int squarings = 0;
-  if (norm > 0.5) squarings = static_cast<int>(std::ceil(std::log2(norm / 0.5)));
-  const Mat<T> X = S * T(std::ldexp(1.0, -squarings));
-  const Mat<T> I = Mat<T>::Identity(m, m);
-  const Mat<T> X2 = X * X, X3 = X2 * X, X4 = X2 * X2;
-  // Coefficients 1/k! for k = 0..15, in blocks of four: block b is sum_{i<4} c[4b+i] X^i.
-  double c[16];
-  c[0] = 1;
-  for (int k = 1; k < 16; ++k) c[k] = c[k - 1] / k;
-  auto block = [&](int b) -> Mat<T> {
-    return T(c[4 * b]) * I + T(c[4 * b + 1]) * X + T(c[4 * b + 2]) * X2 + T(c[4 * b + 3]) * X3;
-  };
-  Mat<T> F = block(3);
-  for (int b = 2; b >= 0; --b) F = (X4 * F + block(b)).eval();
-  for (int k = 0; k < squarings; ++k) F = (F * F).eval();
-  return F;
+  Mat<T> out(S.rows(), S.cols());
+  SkewCoreKernels<T>(S.rows()).exponential(S, out);
+  return out;
 }
 
-// The Cayley transform (I - S/2)^-1 (I + S/2).
+// The Cayley transform (I - S/2)^-1 (I + S/2), by the kernel of detail/dense_kernels.hpp with temporary buffers.
 template <class T>
 Mat<T> cayley(const Mat<T>& S) {
-  const Eigen::Index m = S.rows();
-  if (m == 0) return S;
-  const Mat<T> I = Mat<T>::Identity(m, m);
-  const Mat<T> half = S * T(0.5);
-  return Eigen::PartialPivLU<Mat<T>>(I - half).solve(I + half);
+  Mat<T> out(S.rows(), S.cols());
+  SkewCoreKernels<T>(S.rows()).cayley(S, out);
+  return out;
+}
+
+// out <- f(S) for a skew core S, f the exponential (geodesic) or the Cayley transform: the spectral form above
+// kSpectralNorm (floating-point scalars; it allocates), the kernels' polynomial or solve below it (allocation-free).
+// A non-finite core gives non-finite entries, never an exception: an optimizer's step must not fail halfway.
+template <class T>
+void skew_core_function(SkewCoreKernels<T>& kernels, const Mat<T>& s, Retraction r, Mat<T>& out) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (use_spectral<T>(s)) {
+      out = skew_function_spectral<T>(s, r == Retraction::geodesic);
+      return;
+    }
+  }
+  if (r == Retraction::geodesic) {
+    kernels.exponential(s, out);
+  } else {
+    kernels.cayley(s, out);
+  }
 }
 
 // f(W) = Q f(Lambda) Q^T for a symmetric W (floating-point scalars only): f is applied to each eigenvalue.

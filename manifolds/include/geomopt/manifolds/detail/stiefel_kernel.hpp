@@ -1,8 +1,10 @@
-// The arithmetic behind every retraction of the Stiefel family (Stiefel, Grassmann, Sphere, SpecialOrthogonal).
+// The Stiefel family's arithmetic that its workspace (detail/stiefel_family.hpp) does not keep on its allocation-free
+// path: the inverse retractions, the orthonormality defect, the polar factor, random points, and the allocating faces
+// lift_core and core_function of the retraction's core (for benchmarks and tests of the core alone).
 //
-// A lift X = [A, -B^T; B, 0] (A n x n skew, B (N - n) x n) has rank at most 2n. With B = q r a thin QR factorisation
-// (q (N - n) x k orthonormal, k = min(n, N - n)), X = W S W^T for W = [E, [0; q]], an N x (n + k) matrix with
-// orthonormal columns (E = [I_n; 0]), and the (n + k) x (n + k) skew core S = [A, -r^T; r, 0]. Any function with
+// The core. A lift X = [A, -B^T; B, 0] (A n x n skew, B (N - n) x n) has rank at most 2n. With B = q r a thin QR
+// factorisation (q (N - n) x k orthonormal, k = min(n, N - n)), X = W S W^T for W = [E, [0; q]], an N x (n + k) matrix
+// with orthonormal columns (E = [I_n; 0]), and the (n + k) x (n + k) skew core S = [A, -r^T; r, 0]. Any function with
 // f(0) = I then satisfies f(X) = I + W (f(S) - I) W^T: the exponential (a scaled-and-squared Taylor polynomial of S)
 // and the Cayley transform (the Woodbury identity with orthonormal W: (I - X/2)^-1 = I + W ((I - S/2)^-1 - I) W^T).
 // So lambda f(X) [I; 0] = lambda [F11; q F21] with F = f(S): O(N n^2) time and O(N n) memory, never an N x N matrix.
@@ -28,22 +30,15 @@
 #include <utility>
 
 #include "geomopt/manifolds/common.hpp"
+#include "geomopt/manifolds/detail/dense_kernels.hpp"
 #include "geomopt/manifolds/detail/matrix_functions.hpp"
-#include "geomopt/manifolds/global_section.hpp"
 
 namespace geomopt::detail {
 
-// The step a lift makes from a section: the new point in ambient coordinates, and the pieces a transported section
-// needs (q and the core function F).
-template <class T>
-struct StiefelStep {
-  Mat<T> y;  // N x n
-  Mat<T> q;  // (N - n) x k
-  Mat<T> f;  // (n + k) x (n + k)
-};
-
 // The scaling exponent of a tangent block whose squared norm could overflow (largest |entry| at or above
-// 2^(max_exponent / 4), 2^256 in double, 2^32 in float), 0 otherwise; shared with the optimizers' stepper.
+// 2^(max_exponent / 4), 2^256 in double, 2^32 in float), 0 otherwise: a block with entries beyond the square root of
+// the largest number is factored scaled by a power of two (exact, and the same basis), since the reflectors square
+// the column norms.
 template <class T>
 int huge_block_exponent(const Mat<T>& b) {
   static_assert(std::is_floating_point_v<T>);
@@ -51,20 +46,21 @@ int huge_block_exponent(const Mat<T>& b) {
   return top >= std::ldexp(T(1), std::numeric_limits<T>::max_exponent / 4) ? scale_exponent<T>(b) : 0;
 }
 
-// The factors of the lift [a, -b^T; b, 0]: the complement basis q and the skew core S.
+// The factors of the lift [a, -b^T; b, 0]: the complement basis q ((N - n) x k, from b = q r) and the skew core
+// S = [a, -r^T; r, 0], by the kernels the workspace uses (detail/stiefel_family.hpp), with temporary buffers.
 template <class T>
 std::pair<Mat<T>, Mat<T>> lift_core(const Mat<T>& a, const Mat<T>& b) {
   const Eigen::Index n = b.cols(), rest = b.rows(), k = std::min(n, rest);
-  Mat<T> q(rest, k), s = Mat<T>::Zero(n + k, n + k);
+  Mat<T> q = Mat<T>::Identity(rest, k), s = Mat<T>::Zero(n + k, n + k);
   s.topLeftCorner(n, n) = a;
   if (k > 0) {
-    // A block with entries beyond the square root of the largest number is factored scaled by a power of two (exact,
-    // and the same q): the reflectors square the column norms.
     int e = 0;
     if constexpr (std::is_floating_point_v<T>) e = huge_block_exponent<T>(b);
-    Eigen::HouseholderQR<Mat<T>> qr(e == 0 ? b : Mat<T>(b * T(std::ldexp(1.0, -e))));
-    q = qr.householderQ() * Mat<T>::Identity(rest, k);
-    Mat<T> r = qr.matrixQR().topRows(k).template triangularView<Eigen::Upper>();
+    Mat<T> qr = e == 0 ? b : Mat<T>(b * T(std::ldexp(1.0, -e)));
+    Eigen::Matrix<T, Eigen::Dynamic, 1> tau(k);
+    householder_qr_in_place(qr, tau.data(), ReflectorConvention::eigen);
+    apply_householder_q(q, qr, tau.data(), k, false);
+    Mat<T> r = qr.topRows(k).template triangularView<Eigen::Upper>();
     if (e != 0) r *= T(std::ldexp(1.0, e));
     s.bottomLeftCorner(k, n) = r;
     s.topRightCorner(n, k) = -r.transpose();
@@ -72,35 +68,13 @@ std::pair<Mat<T>, Mat<T>> lift_core(const Mat<T>& a, const Mat<T>& b) {
   return {std::move(q), std::move(s)};
 }
 
-// f(S) for the skew core: the spectral form above kSpectralNorm (detail/matrix_functions.hpp), the Taylor exponential
-// or the Cayley solve below it. A non-finite core gives non-finite entries, never an exception (the optimizers'
-// steppers call this and must not throw halfway through a step).
+// f(S) for the skew core (skew_core_function), allocating its buffers.
 template <class T>
 Mat<T> core_function(const Mat<T>& s, Retraction r) {
-  if constexpr (std::is_floating_point_v<T>) {
-    if (use_spectral<T>(s)) return skew_function_spectral<T>(s, r == Retraction::geodesic);
-  }
-  return r == Retraction::geodesic ? expm(s) : cayley(s);
-}
-
-// The retraction of the lift (a, b) from the section: y = lambda [F11; q F21].
-template <class T>
-StiefelStep<T> stiefel_step(const GlobalSection<T>& section, const Mat<T>& a, const Mat<T>& b, Retraction r) {
-  const Eigen::Index n = b.cols(), rest = b.rows();
-  if (section.N() != n + rest || section.n() != n)
-    throw std::invalid_argument("retract: a lift of St(" + std::to_string(n + rest) + ", " + std::to_string(n) +
-                                ") does not fit the section of St(" + std::to_string(section.N()) + ", " +
-                                std::to_string(section.n()) + ")");
-  StiefelStep<T> step;
-  Mat<T> s;
-  std::tie(step.q, s) = lift_core(a, b);
-  step.f = core_function(s, r);
-  const Eigen::Index k = step.q.cols();
-  Mat<T> local(n + rest, n);
-  local.topRows(n) = step.f.topLeftCorner(n, n);
-  local.bottomRows(rest).noalias() = step.q * step.f.bottomLeftCorner(k, n);
-  step.y = section.apply(local);
-  return step;
+  SkewCoreKernels<T> kernels(s.rows());
+  Mat<T> out(s.rows(), s.cols());
+  skew_core_function<T>(kernels, s, r, out);
+  return out;
 }
 
 // The smallest and largest singular values of the real parts of a nonempty square m, from an SVD in double (O(n^3)).
