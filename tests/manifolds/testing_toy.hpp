@@ -7,9 +7,7 @@
 // rotation of each step in the plane of y and u, so Q keeps Q e_1 = y.
 //
 // Invariants: those of the contract. A defect (ToyDefect) breaks exactly one of them, so that a test of the suite can
-// require that suite to name that property and no other: a retraction whose step is 1.01 times too long
-// (first_order and what rests on it), a lift with the wrong sign (adjointness, gradient), a retract that allocates
-// (allocations).
+// require that suite to name that property (and, for the first three, no other).
 #pragma once
 
 #include <Eigen/Core>
@@ -25,7 +23,17 @@
 
 namespace geomopt_test {
 
-enum class ToyDefect { none, retraction_factor, lift_sign, allocating_retract };
+enum class ToyDefect {
+  none,
+  retraction_factor,   // the step is 1.01 times too long
+  lift_sign,           // lift returns -c
+  allocating_retract,  // retract allocates a buffer
+  shape_message,       // the shape error does not name the manifold
+  domain_writes,       // inverse_retract writes its output before a domain_error
+  frozen_transport,    // a transported section does not move with its point
+  stale_section,       // forget_point forgets nothing
+  off_manifold,        // retract lands at (1 + |c|^2 / 2) R_x(c), off the sphere by a second-order term
+};
 
 template <class T, ToyDefect kDefect = ToyDefect::none>
 class ToySphere {
@@ -66,8 +74,9 @@ class ToySphere {
     Workspace(Eigen::Index rows, Eigen::Index cols, geomopt::SectionPolicy policy, const T* y0)
         : n_(rows), policy_(policy) {
       if (rows < 2 || cols != 1)
-        throw std::invalid_argument(std::string(kName) + ": a point is N x 1 with N >= 2, got " + std::to_string(rows) +
-                                    "x" + std::to_string(cols));
+        throw std::invalid_argument(std::string(kDefect == ToyDefect::shape_message ? "" : kName) +
+                                    ": a point is N x 1 with N >= 2, got " + std::to_string(rows) + "x" +
+                                    std::to_string(cols));
       const auto n = static_cast<std::size_t>(n_);
       v_.assign(n, T(0));
       u_.assign(n, T(0));
@@ -124,7 +133,7 @@ class ToySphere {
           u_[i] = u_[i] * factor / length;  // the unit direction
           y[i] = cs * w_[i] + sn * u_[i];
         }
-        if (policy_ == geomopt::SectionPolicy::transported) {
+        if (policy_ == geomopt::SectionPolicy::transported && kDefect != ToyDefect::frozen_transport) {
           // Q <- F Q with F the rotation by the angle in the plane (w, u): y^T Q = e_1^T and u^T Q = (0, c / |c|).
           for (Eigen::Index j = 0; j < n_; ++j) {
             const T a = j == 0 ? T(1) : T(0), b = j == 0 ? T(0) : c[j - 1] * factor / length;
@@ -133,6 +142,10 @@ class ToySphere {
                          sn * (u_[static_cast<std::size_t>(i)] * a - w_[static_cast<std::size_t>(i)] * b);
           }
         }
+      }
+      if constexpr (kDefect == ToyDefect::off_manifold) {
+        const T stretch = T(1) + length * length / T(2);
+        for (Eigen::Index i = 0; i < n_; ++i) y[i] *= stretch;
       }
       if (policy_ == geomopt::SectionPolicy::recomputed) build(y);
     }
@@ -156,6 +169,8 @@ class ToySphere {
       s = sqrt(s);
       const T tiny = sqrt(T(Eigen::NumTraits<T>::epsilon())) * sqrt(yy);
       T scale(1);
+      if (kDefect == ToyDefect::domain_writes && a <= T(0))
+        for (Eigen::Index k = 0; k + 1 < n_; ++k) c[k] = T(0);
       if (r == geomopt::Retraction::geodesic) {
         if (a <= T(0) && s <= tiny)
           throw std::domain_error(std::string(kName) + "::inverse_retract: y is antipodal to x");
@@ -171,7 +186,9 @@ class ToySphere {
       }
     }
 
-    void forget_point() { have_section_ = false; }
+    void forget_point() {
+      if constexpr (kDefect != ToyDefect::stale_section) have_section_ = false;
+    }
 
     T check(const T* y) const {
       using std::abs;

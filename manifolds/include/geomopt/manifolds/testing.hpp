@@ -37,7 +37,9 @@
 //                         <= gradient * eps^(2/3)
 //   inverse_round_trip    for y = R_x(c): |inverse_retract(x, y) - c| / max(1, |c|) <= inverse * eps while |c| <=
 //                         near_norm (a std::domain_error there fails); beyond, inverse_retract may throw
-//                         std::domain_error or return any c' with |R_x(c') - y| / max(1, |y|) <= on_manifold * eps
+//                         std::domain_error or return a preimage c' of y that it gives back: |inverse_retract(x,
+//                         R_x(c')) - c'| / max(1, |c'|) <= inverse * eps (coordinates, not points: on a quotient
+//                         such as Grassmann R_x(c') is another representative of y)
 //   inverse_derivative    D = (inverse_retract(x, x + hG) - inverse_retract(x, x - hG)) / 2h at h = 2 eps^(1/3) for a
 //                         random ambient G is the Frobenius left inverse of to_ambient applied to G (it annihilates
 //                         directions normal to M): |lift(x, to_ambient(x, D)) - lift(x, G)| / |lift(x, G)|
@@ -158,6 +160,7 @@ struct Report {
     std::string out = manifold + " " + p.name;
     if (!p.context.empty()) out += " (" + p.context + ")";
     if (p.skipped) return out + ": skipped, " + p.at;
+    if (p.measure.empty()) return out + ": failed, " + p.at;
     out += ": " + p.measure + " = " + number(p.figure) + (p.passed() ? " <= " : " > ") + number(p.bound);
     if (!p.at.empty()) out += " " + p.at;
     return out;
@@ -305,7 +308,7 @@ class Recorder {
   }
   // A call that threw where the contract allows no exception: the property fails with the message.
   void threw(const std::string& name, const std::string& context, const std::string& what) {
-    record(name, context, "a call", std::numeric_limits<double>::quiet_NaN(), 0, "threw: " + what);
+    record(name, context, "", std::numeric_limits<double>::quiet_NaN(), 0, "a call threw: " + what);
   }
   Report& report() { return report_; }
 
@@ -355,7 +358,12 @@ class Suite {
   }
 
   Report run() {
-    d_ = static_cast<std::size_t>(made(options_.policies.front())->tangent_size());
+    try {
+      d_ = static_cast<std::size_t>(made(options_.policies.front())->tangent_size());
+    } catch (const std::exception& e) {
+      rec_.threw("workspace", "", std::string("Workspace at x's own shape: ") + e.what());
+      return std::move(rec_.report());
+    }
     guard("zero_retraction", "", [&] { per_trial([&](Retraction r, SectionPolicy p) { zero_retraction(r, p); }); });
     guard("stays_on_manifold", "", [&] { per_trial([&](Retraction r, SectionPolicy p) { stays_on_manifold(r, p); }); });
     guard("first_order", "", [&] { per_trial([&](Retraction r, SectionPolicy p) { first_order(r, p); }); });
@@ -545,16 +553,16 @@ class Suite {
         ++rejected;
         if (std::string(e.what()).find(M::kName) == std::string::npos) {
           ++violations;
-          at = "the message for " + shape + " does not name " + M::kName + ": \"" + e.what() + "\"";
+          at = "because the message for " + shape + " does not name " + M::kName + ": \"" + e.what() + "\"";
         }
       } catch (const std::exception& e) {
         ++violations;
-        at = shape + " threw another type than std::invalid_argument: " + e.what();
+        at = "because " + shape + " threw another type than std::invalid_argument: " + e.what();
       }
     }
     if (rejected == 0) {
       ++violations;
-      at = "no shape tried was rejected";
+      at = "because no shape tried was rejected";
     }
     rec_.record("shape_errors", "", "violations", violations, 0, at);
   }
@@ -642,7 +650,7 @@ class Suite {
     } catch (const std::domain_error& e) {
       if (message != nullptr) *message = e.what();
       const bool untouched = std::all_of(cs.begin(), cs.end(), [](const S& e) { return to_double(e) == kSentinel; });
-      if (!untouched) record("domain_error", "violations", 1, 0, "a domain_error changed its output");
+      if (!untouched) record("domain_error", "violations", 1, 0, "because a domain_error changed its output");
       return false;
     }
     c = doubles(cs);
@@ -661,16 +669,25 @@ class Suite {
           if (near)
             record("inverse_round_trip", "|inverse_retract(x, R_x(c)) - c| / max(1, |c|)",
                    std::numeric_limits<double>::quiet_NaN(), options_.inverse * eps_,
-                   norm_at(n) + ": domain_error \"" + message + "\"");
+                   norm_at(n) + ", a domain_error: \"" + message + "\"");
           continue;
         }
         if (near) {
           record("inverse_round_trip", "|inverse_retract(x, R_x(c)) - c| / max(1, |c|)",
                  distance(back, c) / std::max(1.0, n), options_.inverse * eps_, norm_at(n));
         } else {
-          const Vec again = retracted(back, r, p);
-          record("inverse_round_trip", "|R_x(inverse_retract(x, y)) - y| / max(1, |y|)", distance(again, y) / scale(y),
-                 options_.on_manifold * eps_, norm_at(n));
+          // Beyond reach of a unique inverse, c' = inverse_retract(x, y) is one preimage of y; it must be one that
+          // inverse_retract gives back. Compared in coordinates, not points: on a quotient (Grassmann) R_x(c') is
+          // another representative of y.
+          Vec again;
+          const char* measure = "|inverse_retract(x, R_x(c')) - c'| / max(1, |c'|)";
+          if (!inverse(p, retracted(back, r, p), r, again, &message)) {
+            record("inverse_round_trip", measure, std::numeric_limits<double>::quiet_NaN(), options_.inverse * eps_,
+                   norm_at(n) + ", a domain_error at R_x(c'): \"" + message + "\"");
+            continue;
+          }
+          record("inverse_round_trip", measure, distance(again, back) / std::max(1.0, norm(back)),
+                 options_.inverse * eps_, norm_at(n));
         }
       }
   }
@@ -689,8 +706,8 @@ class Suite {
       Vec cp, cm;
       std::string message;
       if (!inverse(p, plus, r, cp, &message) || !inverse(p, minus, r, cm, &message)) {
-        record("inverse_derivative", "inverse_retract near x", std::numeric_limits<double>::quiet_NaN(), 0,
-               "domain_error \"" + message + "\"");
+        record("inverse_derivative", "", std::numeric_limits<double>::quiet_NaN(), 0,
+               "inverse_retract near x threw a domain_error: \"" + message + "\"");
         continue;
       }
       Vec dd(d_);
@@ -717,7 +734,7 @@ class Suite {
         if (!inverse(p, y, r, c, nullptr)) ++thrown;
       } catch (const std::exception& e) {
         ++violations;
-        why = std::string("threw another type than std::domain_error: ") + e.what();
+        why = std::string("because inverse_retract threw another type than std::domain_error: ") + e.what();
       }
     }
     const Vec nans(size_, std::numeric_limits<double>::quiet_NaN());
@@ -727,11 +744,11 @@ class Suite {
         ++thrown;
       } else if (all_finite(c)) {
         ++violations;
-        why = "a NaN target gave finite coordinates";
+        why = "because a NaN target gave finite coordinates";
       }
     } catch (const std::exception& e) {
       ++violations;
-      why = std::string("a NaN target threw another type than std::domain_error: ") + e.what();
+      why = std::string("because a NaN target threw another type than std::domain_error: ") + e.what();
     }
     record("domain_error", "violations", violations, 0,
            why.empty() ? "(" + std::to_string(thrown) + " domain_errors seen)" : why);
