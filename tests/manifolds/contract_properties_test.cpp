@@ -17,6 +17,7 @@
 #include <ceres/jet.h>
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -77,7 +78,12 @@ void check_stamped(const char* type, D... dims) {
     const M x = make_point<M>(rng, dims...);
     const geomopt::testing::Report report = geomopt::testing::check_manifold(x);
     for (const geomopt::testing::Property& p : report.failures()) FAIL_CHECK(report.line(p));
-    MESSAGE(report.BriefReport());
+    // GEOMOPT_CHECK_MANIFOLD_REPORT=1 in the environment prints every measured figure with its bound.
+    if (std::getenv("GEOMOPT_CHECK_MANIFOLD_REPORT") != nullptr) {
+      MESSAGE(report.FullReport());
+    } else {
+      MESSAGE(report.BriefReport());
+    }
   } else {
     MESSAGE((std::string(type) + ": not yet a Manifold, the property suite skipped"));
   }
@@ -90,8 +96,10 @@ void check_stamped(const char* type, D... dims) {
 
 // ---- the library's manifolds ----
 
+// snippet-begin: stamp
 GEOMOPT_CHECK_MANIFOLD(geomopt::Stiefel<float>, 8, 3)
 GEOMOPT_CHECK_MANIFOLD(geomopt::Stiefel<double>, 8, 3)
+// snippet-end: stamp
 GEOMOPT_CHECK_MANIFOLD(geomopt::Stiefel<JetD>, 8, 3)
 GEOMOPT_CHECK_MANIFOLD(geomopt::Grassmann<float>, 8, 3)
 GEOMOPT_CHECK_MANIFOLD(geomopt::Grassmann<double>, 8, 3)
@@ -151,6 +159,17 @@ void require_failures(const geomopt::testing::Report& report, std::initializer_l
 }
 
 }  // namespace
+
+// What a user's test of a manifold of their own looks like in any framework: one call, then each failed property
+// reported with its line.
+TEST_CASE("the suite: a user's manifold in one call") {
+  // snippet-begin: direct
+  geomopt::Rng rng(1);
+  const geomopt::testing::Report report = geomopt::testing::check_manifold(ToySphere<float>::random_point(rng, 6));
+  for (const geomopt::testing::Property& p : report.failures()) FAIL_CHECK(report.line(p));
+  // snippet-end: direct
+  CHECK(report.ok());
+}
 
 TEST_CASE("the suite: a retraction off by a factor 1.01 fails first_order") {
   // The step is 1.01 times too long, so the points it reaches stay on the manifold but are the wrong ones: the

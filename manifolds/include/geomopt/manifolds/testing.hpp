@@ -33,14 +33,14 @@
 //   adjointness           |<G, to_ambient(x, c)> - lift(x, G) . c| / (|G| |to_ambient(x, c)|)
 //                         <= exact * eps * sqrt(rows cols): lift is the transpose of to_ambient
 //   gradient              for the smooth cost f(Y) = <A, Y> + <B o Y, Y> / 2 with Euclidean gradient G, the central
-//                         difference of f(R_x(tc)) at t = 2 eps^(1/3) against lift(x, G) . c, divided by |G| |u|,
+//                         difference of f(R_x(tc)) at t = eps^(1/3) against lift(x, G) . c, divided by |G| |u|,
 //                         <= gradient * eps^(2/3)
 //   inverse_round_trip    for y = R_x(c): |inverse_retract(x, y) - c| / max(1, |c|) <= inverse * eps while |c| <=
 //                         near_norm (a std::domain_error there fails); beyond, inverse_retract may throw
 //                         std::domain_error or return a preimage c' of y that it gives back: |inverse_retract(x,
 //                         R_x(c')) - c'| / max(1, |c'|) <= inverse * eps (coordinates, not points: on a quotient
 //                         such as Grassmann R_x(c') is another representative of y)
-//   inverse_derivative    D = (inverse_retract(x, x + hG) - inverse_retract(x, x - hG)) / 2h at h = 2 eps^(1/3) for a
+//   inverse_derivative    D = (inverse_retract(x, x + hG) - inverse_retract(x, x - hG)) / 2h at h = eps^(1/3) for a
 //                         random ambient G is the Frobenius left inverse of to_ambient applied to G (it annihilates
 //                         directions normal to M): |lift(x, to_ambient(x, D)) - lift(x, G)| / |lift(x, G)|
 //                         <= gradient * eps^(2/3)
@@ -354,6 +354,7 @@ class Suite {
     }
     eps_ = static_cast<double>(std::numeric_limits<Real>::epsilon());
     t_ = 2 * std::cbrt(eps_);
+    h_ = std::cbrt(eps_);
     eps23_ = std::cbrt(eps_) * std::cbrt(eps_);
   }
 
@@ -628,14 +629,14 @@ class Suite {
       const Vec c = direction(1.0);
       Vec plus = c, minus = c;
       for (std::size_t i = 0; i < d_; ++i) {
-        plus[i] *= t_;
-        minus[i] *= -t_;
+        plus[i] *= h_;
+        minus[i] *= -h_;
       }
-      const double fd = (cost(retracted(plus, r, p)) - cost(retracted(minus, r, p))) / (2 * t_);
+      const double fd = (cost(retracted(plus, r, p)) - cost(retracted(minus, r, p))) / (2 * h_);
       const double analytic = dot(lifted(g, p), c);
       record("gradient", "|d/dt f(R_x(tc)) - lift(G) . c| / (|G| |u|)",
              std::abs(fd - analytic) / (norm(g) * norm(ambient(c, p))), options_.gradient * eps23_,
-             "at t = " + Report::number(t_));
+             "at t = " + Report::number(h_));
     }
   }
 
@@ -700,8 +701,8 @@ class Suite {
       for (double& e : g) e *= x_scale() / gn;
       Vec plus = xd_, minus = xd_;
       for (std::size_t i = 0; i < size_; ++i) {
-        plus[i] += t_ * g[i];
-        minus[i] -= t_ * g[i];
+        plus[i] += h_ * g[i];
+        minus[i] -= h_ * g[i];
       }
       Vec cp, cm;
       std::string message;
@@ -711,10 +712,10 @@ class Suite {
         continue;
       }
       Vec dd(d_);
-      for (std::size_t i = 0; i < d_; ++i) dd[i] = (cp[i] - cm[i]) / (2 * t_);
+      for (std::size_t i = 0; i < d_; ++i) dd[i] = (cp[i] - cm[i]) / (2 * h_);
       const Vec lg = lifted(g, p), back = lifted(ambient(dd, p), p);
       record("inverse_derivative", "|lift(to_ambient(D)) - lift(G)| / |lift(G)|", distance(back, lg) / norm(lg),
-             options_.gradient * eps23_, "at h = " + Report::number(t_));
+             options_.gradient * eps23_, "at h = " + Report::number(h_));
     }
     current_.clear();
   }
@@ -848,7 +849,7 @@ class Suite {
   Vec xd_;
   Rng rng_;
   std::vector<Retraction> retractions_;
-  double eps_ = 0, t_ = 0, eps23_ = 0;
+  double eps_ = 0, t_ = 0, h_ = 0, eps23_ = 0;
   Recorder rec_;
   std::string current_;
 };
