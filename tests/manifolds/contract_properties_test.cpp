@@ -176,8 +176,9 @@ TEST_CASE("the suite: a retraction off by a factor 1.01 fails first_order") {
   // cost's difference quotient and the inverse round trip see it too.
   require_failures(report_of<ToySphere<double, ToyDefect::retraction_factor>>(),
                    {"first_order", "gradient", "inverse_round_trip"}, "ToySphere<double> 6x1");
-  require_failures(report_of<ToySphere<float, ToyDefect::retraction_factor>>(),
-                   {"first_order", "gradient", "inverse_round_trip"}, "ToySphere<float> 6x1");
+  // In float the cost's difference quotient resolves a 1% error only near its bound: not required there.
+  require_failures(report_of<ToySphere<float, ToyDefect::retraction_factor>>(), {"first_order", "inverse_round_trip"},
+                   "ToySphere<float> 6x1", false);
   const auto report = report_of<ToySphere<double, ToyDefect::retraction_factor>>();
   // The first-order defect of a factor 1 + s is s.
   for (const auto& p : report.failures())
