@@ -128,15 +128,15 @@ struct Options {
 struct Property {
   std::string name;      ///< "first_order"
   std::string context;   ///< "cayley, recomputed", or "" for a property of the point type alone
-  std::string measure;   ///< what the figure is, as a formula
+  std::string measure;   ///< what the figure is, as a formula; empty when a call threw
   double figure = 0;     ///< the worst value measured (NaN when not finite or when a call threw)
   double bound = 0;      ///< the figure must be at most this
-  std::string at;        ///< where the worst figure was met ("|c| = 60"), or why it failed ("threw ...")
+  std::string at;        ///< where the worst figure was met ("at |c| = 60"), or why it failed ("because ...")
   bool skipped = false;  ///< not measured; `at` says why
   bool passed() const { return skipped || figure <= bound; }
 };
 
-/// What check_manifold found: every property measured, failed ones first in str().
+/// What check_manifold found: every property, measured or skipped, in the order of the header comment.
 struct Report {
   std::string manifold;  ///< "Stiefel<float> 8x3"
   std::vector<Property> properties;
@@ -365,32 +365,24 @@ class Suite {
       rec_.threw("workspace", "", std::string("Workspace at x's own shape: ") + e.what());
       return std::move(rec_.report());
     }
-    guard("zero_retraction", "", [&] { per_trial([&](Retraction r, SectionPolicy p) { zero_retraction(r, p); }); });
-    guard("stays_on_manifold", "", [&] { per_trial([&](Retraction r, SectionPolicy p) { stays_on_manifold(r, p); }); });
-    guard("first_order", "", [&] { per_trial([&](Retraction r, SectionPolicy p) { first_order(r, p); }); });
+    per_trial("zero_retraction", [&](Retraction r, SectionPolicy p) { zero_retraction(r, p); });
+    per_trial("stays_on_manifold", [&](Retraction r, SectionPolicy p) { stays_on_manifold(r, p); });
+    per_trial("first_order", [&](Retraction r, SectionPolicy p) { first_order(r, p); });
     guard("tangent_round_trip", "", [&] { tangent_round_trip(); });
     guard("shape_errors", "", [&] { shape_errors(); });
     if constexpr (kFull) {
       guard("random_point", "", [&] { random_points(); });
       guard("project", "", [&] { project(); });
-      for (const SectionPolicy p : options_.policies) {
-        const std::string context = policy_name(p);
-        guard("adjointness", context, [&] { adjointness(p); });
-        guard("inverse_derivative", context, [&] {
-          for (const Retraction r : retractions_) inverse_derivative(r, p);
-        });
-      }
-      guard("gradient", "", [&] { per_trial([&](Retraction r, SectionPolicy p) { gradient(r, p); }); });
-      guard("inverse_round_trip", "",
-            [&] { per_trial([&](Retraction r, SectionPolicy p) { inverse_round_trip(r, p); }); });
-      guard("domain_error", "", [&] { per_trial([&](Retraction r, SectionPolicy p) { domain_errors(r, p); }); });
-      guard("forget_point", "", [&] {
-        for (const Retraction r : retractions_) forget_point(r);
-      });
-      guard("section_consistency", "", [&] {
-        for (const Retraction r : retractions_) section_consistency(r);
-      });
-      guard("allocations", "", [&] { per_trial([&](Retraction r, SectionPolicy p) { allocations(r, p); }); });
+      for (const SectionPolicy p : options_.policies) guard("adjointness", policy_name(p), [&] { adjointness(p); });
+      per_trial("gradient", [&](Retraction r, SectionPolicy p) { gradient(r, p); });
+      per_trial("inverse_round_trip", [&](Retraction r, SectionPolicy p) { inverse_round_trip(r, p); });
+      per_trial("inverse_derivative", [&](Retraction r, SectionPolicy p) { inverse_derivative(r, p); });
+      per_trial("domain_error", [&](Retraction r, SectionPolicy p) { domain_errors(r, p); });
+      for (const Retraction r : retractions_)
+        guard("forget_point", context(r, SectionPolicy::recomputed), [&] { forget_point(r); });
+      for (const Retraction r : retractions_)
+        guard("section_consistency", retraction_name(r), [&] { section_consistency(r); });
+      per_trial("allocations", [&](Retraction r, SectionPolicy p) { allocations(r, p); });
     } else {
       for (const char* name :
            {"random_point", "project", "adjointness", "gradient", "inverse_round_trip", "inverse_derivative",
@@ -403,23 +395,25 @@ class Suite {
  private:
   // ---- plumbing ----
 
+  // Runs f, turning an exception into a failure of the property: the contract allows none where the suite calls.
   template <class F>
   void guard(const std::string& name, const std::string& context, F&& f) {
     try {
       f();
     } catch (const std::exception& e) {
-      rec_.threw(name, context.empty() ? current_ : context, e.what());
+      rec_.threw(name, context, e.what());
     } catch (...) {
-      rec_.threw(name, context.empty() ? current_ : context, "an exception not derived from std::exception");
+      rec_.threw(name, context, "an exception not derived from std::exception");
     }
   }
 
+  // Runs f for every retraction and policy, each guarded on its own, so that a throw under one hides no other.
   template <class F>
-  void per_trial(F&& f) {
+  void per_trial(const char* name, F&& f) {
     for (const Retraction r : retractions_)
       for (const SectionPolicy p : options_.policies) {
         current_ = context(r, p);
-        f(r, p);
+        guard(name, current_, [&] { f(r, p); });
       }
     current_.clear();
   }
@@ -694,7 +688,6 @@ class Suite {
   }
 
   void inverse_derivative(Retraction r, SectionPolicy p) {
-    current_ = context(r, p);
     for (int k = 0; k < options_.directions; ++k) {
       Vec g = gaussian(size_);
       const double gn = norm(g);
@@ -717,7 +710,6 @@ class Suite {
       record("inverse_derivative", "|lift(to_ambient(D)) - lift(G)| / |lift(G)|", distance(back, lg) / norm(lg),
              options_.gradient * eps23_, "at h = " + Report::number(h_));
     }
-    current_.clear();
   }
 
   void domain_errors(Retraction r, SectionPolicy p) {
