@@ -6,8 +6,9 @@
 // H e_(k+1), O(N) memory); the transported one an N x N orthogonal Q with Q e_1 = y (E_k = Q e_(k+1)), moved by the
 // rotation of each step in the plane of y and u, so Q keeps Q e_1 = y.
 //
-// Invariants: those of the contract. A defect (ToyDefect) breaks exactly one of them, so that a test of the suite can
-// require that suite to name that property (and, for the first three, no other).
+// Invariants: those of the contract. A defect (ToyDefect) breaks one of them, so that a test of the suite can require
+// the suite to name that property (and no other, but for off_manifold, whose off-sphere points also unsettle the
+// sections that follow them).
 #pragma once
 
 #include <Eigen/Core>
@@ -17,6 +18,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "geomopt/manifolds/contract.hpp"
