@@ -11,10 +11,11 @@
 //   cayley    R_x(c)_j = H_j [(1 - b^2/4) / (1 + b^2/4); c_j / (1 + b^2/4)]  the Cayley transform of St(N, 1)
 //
 // Invariants: every retraction of a finite c is a point with unit columns to rounding, at any norm (cos and sin take
-// any finite angle; the Cayley factors are formed from 2 / b when b > 2, so b^2 never overflows). Its inverses
-// (log: theta c_j^~ / |c_j^~| with theta = atan2(|z_t|, z_1), z = H_j y_j; Cayley: 2 z_t / (|z| + z_1)) read y_j
-// through its direction only, so their derivative at y = x annihilates the normal direction x_j, as the contract asks.
-// y_j = -x_j is out of reach of both.
+// any finite angle; the Cayley factors are formed from 2 / b when b > 2, so b^2 never overflows). With z = H_j y_j =
+// (z_1; z_t), the inverses are
+//   geodesic  c_j = atan2(|z_t|, z_1) z_t / |z_t|       cayley  c_j = 2 z_t / (|z| + z_1)
+// Both read y_j through its direction only, so their derivative at y = x annihilates the normal direction x_j, as the
+// contract asks; y_j = -x_j is out of reach of both. The Riemannian gradient is G_j - x_j (x_j . G_j) per column.
 //
 // Sections, by SectionPolicy: recomputed, the n reflectors (O(N n) memory), rebuilt from the point; transported, the n
 // dense N x N frames L_j (O(N^2 n) memory), each moved by its column's step: L_j <- L_j G_j with G_j the rotation by
