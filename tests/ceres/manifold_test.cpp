@@ -198,6 +198,13 @@ TEST(CeresManifold, ContractManifoldConstructorsAndFailures) {
     EXPECT_THAT(e.what(), testing::HasSubstr("ToySphere has no cayley retraction; it supports geodesic, second_order"));
   }
   EXPECT_THROW(geomopt::CeresManifold<M>(0), std::invalid_argument);
+  // Ceres sizes blocks with int: refused before anything is allocated for the shape.
+  try {
+    geomopt::CeresManifold<M> huge(geomopt::detail::CeresShape{3000000000, 1}, Retraction::geodesic);
+    ADD_FAILURE() << "a block larger than int was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_THAT(e.what(), testing::HasSubstr("CeresManifold<ToySphere>: a 3000000000x1 point"));
+  }
   // A failed Plus or Minus returns false and writes nothing.
   const Vector x = Vector::Unit(4, 0), y = -x;
   Vector delta = Vector::Zero(3), out = Vector::Constant(4, 7.0), minus = Vector::Constant(3, 7.0);
@@ -207,6 +214,31 @@ TEST(CeresManifold, ContractManifoldConstructorsAndFailures) {
   EXPECT_FALSE(by_dims.Minus(y.data(), x.data(), minus.data()));
   EXPECT_EQ(minus, Vector::Constant(3, 7.0));
 }
+
+#if defined(GEOMOPT_HAS_CERES_LOCAL_PARAMETERIZATION)
+// The older interface is the same adapter: its Plus and Jacobians are CeresManifold's, bit for bit.
+TEST(CeresLocalParameterization, ContractManifold) {
+  using M = toy::Sphere<double>;
+  geomopt::Rng rng(18);
+  const geomopt::CeresManifold<M> manifold(5);
+  const geomopt::CeresLocalParameterization<M> local(5);
+  ASSERT_EQ(local.GlobalSize(), 5);
+  ASSERT_EQ(local.LocalSize(), 4);
+  M x(5);
+  M::Workspace(5, 1, geomopt::SectionPolicy::recomputed, nullptr).random_point(rng, x.value().data());
+  const Vector delta = 0.3 * Vector::Random(4), g = Vector::Random(10);
+  Vector a(5), b(5), ja(20), jb(20), ra(8), rb(8);
+  ASSERT_TRUE(manifold.Plus(x.value().data(), delta.data(), a.data()));
+  ASSERT_TRUE(local.Plus(x.value().data(), delta.data(), b.data()));
+  EXPECT_EQ(a, b);
+  ASSERT_TRUE(manifold.PlusJacobian(x.value().data(), ja.data()));
+  ASSERT_TRUE(local.ComputeJacobian(x.value().data(), jb.data()));
+  EXPECT_EQ(ja, jb);
+  ASSERT_TRUE(manifold.RightMultiplyByPlusJacobian(x.value().data(), 2, g.data(), ra.data()));
+  ASSERT_TRUE(local.MultiplyByJacobian(x.value().data(), 2, g.data(), rb.data()));
+  EXPECT_EQ(ra, rb);
+}
+#endif
 
 // The adapters are copyable values, as ProductManifold needs: SO(3) x Sphere(4) x R^2, one parameter block.
 TEST(CeresManifold, InsideProductManifold) {

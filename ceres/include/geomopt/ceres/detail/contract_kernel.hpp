@@ -73,13 +73,13 @@ class ContractCeresKernel {
       throw std::invalid_argument(who + ": " + Point::kName + " has no " + ceres_retraction_name(r) +
                                   " retraction; it supports " + list);
     }
-    const Workspace ws(rows, cols, SectionPolicy::recomputed, nullptr);
-    tangent_ = ws.tangent_size();
-    // rows cols is checked by division: it could overflow Eigen::Index.
+    // rows cols is checked by division (it could overflow Eigen::Index), before anything is allocated for it.
     if (rows < 0 || cols < 0 || (cols > 0 && rows > std::numeric_limits<int>::max() / cols))
       throw std::invalid_argument(who + ": a " + std::to_string(rows) + "x" + std::to_string(cols) +
                                   " point has more entries than a Ceres parameter block can hold (" +
                                   std::to_string(std::numeric_limits<int>::max()) + ")");
+    // The workspace checks the shape, after the size: it allocates for it.
+    tangent_ = Workspace(rows, cols, SectionPolicy::recomputed, nullptr).tangent_size();
   }
 
   Eigen::Index rows() const noexcept { return rows_; }
