@@ -57,8 +57,10 @@ TEST_CASE("CeresTreeBlocks sets the generic adapter on a contract manifold's blo
     ceres::Solve(options, &problem, &summary);
     INFO(summary.BriefReport());
     blocks.write_to(model);
-    CHECK((model.direction.value() - res.v.normalized()).norm() < 1e-8);
-    CHECK((model.offset - res.o).norm() < 1e-10);
+    // The residual at the optimum is not zero (|v| != 1): Ceres stops on the relative cost change, which places the
+    // point to about the square root of its tolerance.
+    CHECK((model.direction.value() - res.v.normalized()).norm() < 1e-6);
+    CHECK((model.offset - res.o).norm() < 1e-6);
     CHECK(std::abs(model.direction.value().norm() - 1) < 1e-14);
   }
 }
