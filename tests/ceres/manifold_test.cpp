@@ -11,7 +11,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <stdexcept>
 #include <string>
+
+#include "toy_manifold.hpp"
 
 namespace {
 
@@ -114,7 +118,8 @@ TEST(CeresManifold, SphereClosedFormsMatchTheGeneralStep) {
 
         Vector rows(2 * (N - 1));
         ASSERT_TRUE(manifold.RightMultiplyByPlusJacobian(x.value().data(), 2, g.data(), rows.data()));
-        const Eigen::MatrixXd z = geomopt::make_section(x).apply_transpose(Eigen::Map<const Eigen::MatrixXd>(g.data(), N, 2));
+        const Eigen::MatrixXd z =
+            geomopt::make_section(x).apply_transpose(Eigen::Map<const Eigen::MatrixXd>(g.data(), N, 2));
         for (int row = 0; row < 2; ++row)
           EXPECT_LE((rows.segment(row * (N - 1), N - 1) - z.col(row).tail(N - 1)).norm(), 1e-14 * g.norm());
       }
@@ -160,6 +165,80 @@ TEST(CeresManifold, SymmetricMatrix) {
     }
   }
 }
+
+// A manifold written only from the contract (tests/support/toy_manifold.hpp) through the one generic adapter: the
+// Jacobians come from its to_ambient and lift, Minus from its inverse_retract.
+TEST(CeresManifold, ContractManifold) {
+  geomopt::Rng rng(17);
+  using M = toy::Sphere<double>;
+  for (int N : {2, 3, 30})
+    for (Retraction r : {Retraction::geodesic, Retraction::second_order}) {
+      auto draw = [N](geomopt::Rng& g) {
+        M x(N);
+        M::Workspace(N, 1, geomopt::SectionPolicy::recomputed, nullptr).random_point(g, x.value().data());
+        return x;
+      };
+      // The projection's inverse reaches only x^T y > 0: its targets are steps from x.
+      check_invariants<M>(geomopt::CeresManifold<M>(N, r), r == Retraction::second_order, draw, rng,
+                          "ToySphere(" + std::to_string(N) + ") " + std::to_string(static_cast<int>(r)));
+    }
+}
+
+TEST(CeresManifold, ContractManifoldConstructorsAndFailures) {
+  using M = toy::Sphere<double>;
+  const geomopt::CeresManifold<M> by_dims(4), by_point(M(4), Retraction::second_order);
+  EXPECT_EQ(by_dims.AmbientSize(), 4);
+  EXPECT_EQ(by_dims.TangentSize(), 3);
+  EXPECT_EQ(by_dims.kernel().retraction(), Retraction::geodesic);  // the manifold's default
+  EXPECT_EQ(by_point.kernel().retraction(), Retraction::second_order);
+  try {
+    geomopt::CeresManifold<M> cayley(4, Retraction::cayley);
+    ADD_FAILURE() << "a retraction the manifold lacks was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_THAT(e.what(), testing::HasSubstr("ToySphere has no cayley retraction; it supports geodesic, second_order"));
+  }
+  EXPECT_THROW(geomopt::CeresManifold<M>(0), std::invalid_argument);
+  // Ceres sizes blocks with int: refused before anything is allocated for the shape.
+  try {
+    geomopt::CeresManifold<M> huge(geomopt::detail::CeresShape{3000000000, 1}, Retraction::geodesic);
+    ADD_FAILURE() << "a block larger than int was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_THAT(e.what(), testing::HasSubstr("CeresManifold<ToySphere>: a 3000000000x1 point"));
+  }
+  // A failed Plus or Minus returns false and writes nothing.
+  const Vector x = Vector::Unit(4, 0), y = -x;
+  Vector delta = Vector::Zero(3), out = Vector::Constant(4, 7.0), minus = Vector::Constant(3, 7.0);
+  delta[1] = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_FALSE(by_dims.Plus(x.data(), delta.data(), out.data()));
+  EXPECT_EQ(out, Vector::Constant(4, 7.0));
+  EXPECT_FALSE(by_dims.Minus(y.data(), x.data(), minus.data()));
+  EXPECT_EQ(minus, Vector::Constant(3, 7.0));
+}
+
+#if defined(GEOMOPT_HAS_CERES_LOCAL_PARAMETERIZATION)
+// The older interface is the same adapter: its Plus and Jacobians are CeresManifold's, bit for bit.
+TEST(CeresLocalParameterization, ContractManifold) {
+  using M = toy::Sphere<double>;
+  geomopt::Rng rng(18);
+  const geomopt::CeresManifold<M> manifold(5);
+  const geomopt::CeresLocalParameterization<M> local(5);
+  ASSERT_EQ(local.GlobalSize(), 5);
+  ASSERT_EQ(local.LocalSize(), 4);
+  M x(5);
+  M::Workspace(5, 1, geomopt::SectionPolicy::recomputed, nullptr).random_point(rng, x.value().data());
+  const Vector delta = 0.3 * Vector::Random(4), g = Vector::Random(10);
+  Vector a(5), b(5), ja(20), jb(20), ra(8), rb(8);
+  ASSERT_TRUE(manifold.Plus(x.value().data(), delta.data(), a.data()));
+  ASSERT_TRUE(local.Plus(x.value().data(), delta.data(), b.data()));
+  EXPECT_EQ(a, b);
+  ASSERT_TRUE(manifold.PlusJacobian(x.value().data(), ja.data()));
+  ASSERT_TRUE(local.ComputeJacobian(x.value().data(), jb.data()));
+  EXPECT_EQ(ja, jb);
+  ASSERT_TRUE(manifold.RightMultiplyByPlusJacobian(x.value().data(), 2, g.data(), ra.data()));
+  ASSERT_TRUE(local.MultiplyByJacobian(x.value().data(), 2, g.data(), rb.data()));
+  EXPECT_EQ(ra, rb);
+}
+#endif
 
 // The adapters are copyable values, as ProductManifold needs: SO(3) x Sphere(4) x R^2, one parameter block.
 TEST(CeresManifold, InsideProductManifold) {

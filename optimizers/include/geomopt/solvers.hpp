@@ -19,6 +19,7 @@
 #include <deque>
 #include <limits>
 #include <numbers>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -67,15 +68,14 @@ class TreeProblem final : public SolverProblem {
   static constexpr bool kHessian = !std::is_same_v<Hessian, NoHessian>;
 
  public:
-  TreeProblem(Cost& cost, Hessian& hessian, const Tree& x, Retraction r)
+  TreeProblem(Cost& cost, Hessian& hessian, const Tree& x, std::optional<Retraction> r)
       : cost_(cost),
         hessian_(hessian),
-        geo_(x),
+        geo_(x, r),
         egrad_(x),
         points_(kPoints, x),
         egrads_(kHessian ? kPoints : 0, x),
-        scratch_(kHessian ? 4 : 0, x),
-        retraction_(r) {}
+        scratch_(kHessian ? 4 : 0, x) {}
   Eigen::Index dim() const override { return geo_.dim(); }
   Eigen::Index stored() const override { return geo_.stored(); }
   bool has_compact() const override { return geo_.has_compact(); }
@@ -118,7 +118,7 @@ class TreeProblem final : public SolverProblem {
       const Tree& x = points_[static_cast<std::size_t>(slot)];
       const Tree& egrad = egrads_[static_cast<std::size_t>(slot)];
       Tree &xi = scratch_[0], &hxi = scratch_[1], &plus = scratch_[2], &minus = scratch_[3];
-      geo_.tangent(x, v, h, retraction_, xi, plus, minus);
+      geo_.tangent(x, v, h, xi, plus, minus);
       hxi = egrad;  // the shape of a gradient, for the user to overwrite
       hessian_(x, xi, &hxi);
       geo_.gradient(plus, egrad, lift_plus_);
@@ -131,7 +131,7 @@ class TreeProblem final : public SolverProblem {
   }
   void step(int from, const Eigen::VectorXd& delta, int to) override {
     if (from != to) copy(from, to);
-    geo_.retract(points_[static_cast<std::size_t>(to)], delta, retraction_);
+    geo_.retract(points_[static_cast<std::size_t>(to)], delta);
   }
   void copy(int from, int to) override {
     points_[static_cast<std::size_t>(to)] = points_[static_cast<std::size_t>(from)];
@@ -149,7 +149,6 @@ class TreeProblem final : public SolverProblem {
   std::vector<Tree> egrads_;   // with a Hessian: each point's Euclidean gradient
   std::vector<Tree> scratch_;  // with a Hessian: xi, ehess[xi], R_x(h v), R_x(-h v)
   Eigen::VectorXd lift_plus_, lift_minus_;
-  Retraction retraction_;
 };
 
 class Solver {

@@ -14,7 +14,7 @@
 
 #include <ceres/local_parameterization.h>
 
-#include "geomopt/ceres/detail/kernels.hpp"
+#include "geomopt/ceres/manifold.hpp"  // detail::CeresHolder, the one adapter both interfaces share
 
 #define GEOMOPT_HAS_CERES_LOCAL_PARAMETERIZATION 1
 
@@ -26,8 +26,8 @@ namespace geomopt {
 #endif
 
 template <class M>
-class CeresLocalParameterization final : public ceres::LocalParameterization, public detail::CeresKernelHolder<M> {
-  using Holder = detail::CeresKernelHolder<M>;
+class CeresLocalParameterization final : public ceres::LocalParameterization, public detail::CeresHolder<M> {
+  using Holder = detail::CeresHolder<M>;
 
  public:
   // The constructors of CeresManifold<M>.

@@ -1,29 +1,91 @@
-// CeresManifold<M>: a geomopt manifold as a ceres::Manifold, for Stiefel, Sphere, SpecialOrthogonal, SPD (over
-// double) and SymmetricMatrix (a dense n x n block constrained to be symmetric).
+// CeresManifold<M>: a geomopt manifold as a ceres::Manifold, one template for every type M satisfying
+// geomopt::Manifold over double (contract.hpp), and for SymmetricMatrix (a dense n x n block constrained to be
+// symmetric: a Euclidean structured block, not a manifold, with a kernel of its own).
 //
-// The parameter block is the dense point, column-major; the tangent vector is the manifold's orthonormal packed
-// coordinates (docs/ceres.md). With lambda the section built deterministically from x and R_x the retraction:
+// The parameter block is the dense point, column-major; the tangent vector is the d coordinates of M's section at x
+// (orthonormal for M's metric). With R_x the chosen retraction (M's default unless given):
 //   Plus(x, delta) = R_x(delta),   Minus(y, x) = R_x^-1(y),
 //   Plus(x, 0) = x,   Minus(Plus(x, delta), x) = delta,   Plus(x, Minus(y, x)) = y   (y within reach of R_x),
-//   PlusJacobian(x) = D Plus(x, .)(0),   MinusJacobian(x) = D Minus(., x)(x),   MinusJacobian PlusJacobian = I,
-// both Jacobians row-major (Ceres's layout). Plus and Minus cost O(N n^2) for the Stiefel family and O(n^3) for SPD;
-// RightMultiplyByPlusJacobian is the lift of each row, without forming the Jacobian. Grassmann is left out: its
-// blocks are representatives of subspaces and Plus(x, Minus(y, x)) = y cannot hold on them (a static_assert says so).
+//   PlusJacobian(x) = J = D Plus(x, .)(0) (to_ambient of the unit coordinate vectors),
+//   MinusJacobian(x) = D Minus(., x)(x) = (J^T J)^-1 J^T,   MinusJacobian PlusJacobian = I,
+// both Jacobians row-major (Ceres's layout). RightMultiplyByPlusJacobian is the lift of each row, without forming
+// the Jacobian. Every failure (a point off the manifold's domain, a target out of reach, a non-finite delta)
+// returns false: no exception crosses Ceres's frames. A manifold whose parameter block does not identify its point
+// is refused at compile time (ceres_block_is_point: Grassmann, whose blocks are representatives of subspaces, so
+// Plus(x, Minus(y, x)) = y cannot hold for every representative y).
 #pragma once
 
 #include <ceres/manifold.h>
 
+#include <concepts>
+#include <type_traits>
+
+#include "geomopt/ceres/detail/contract_kernel.hpp"
 #include "geomopt/ceres/detail/kernels.hpp"
+#include "geomopt/manifolds/contract.hpp"
 
 namespace geomopt {
 
+/// Whether a parameter block of M's values identifies one point of M, so that Ceres's Plus and Minus invariants can
+/// hold on it; CeresManifold<M> refuses M otherwise.
 template <class M>
-class CeresManifold final : public ceres::Manifold, public detail::CeresKernelHolder<M> {
-  using Holder = detail::CeresKernelHolder<M>;
+inline constexpr bool ceres_block_is_point = true;
+template <class T>
+inline constexpr bool ceres_block_is_point<Grassmann<T>> = false;
+
+namespace detail {
+
+// The constructors and kernel of CeresManifold<M> for a contract manifold.
+template <class M>
+class ContractCeresHolder {
+  static_assert(ceres_block_is_point<M>,
+                "geomopt::CeresManifold: this manifold's parameter block is a representative, not a point (Grassmann: "
+                "a subspace), and Plus(x, Minus(y, x)) = y cannot hold for every representative y (docs/ceres.md): "
+                "use Stiefel<double> with a cost invariant under Y -> Y Q");
 
  public:
-  // CeresManifold<Stiefel<double>>(N, n, r = cayley), <Sphere<double>>(N, r = cayley),
-  // <SpecialOrthogonal<double>>(n, r = cayley), <SPD<double>>(n, r = geodesic), <SymmetricMatrix<double>>(n).
+  using Kernel = ContractCeresKernel<M>;
+
+  /// The manifold of M(a): Sphere(N), SO(n), SPD(n), ...
+  explicit ContractCeresHolder(Eigen::Index a,
+                               Retraction r = default_retraction<M>()) requires std::constructible_from<M, Eigen::Index>
+      : ContractCeresHolder(shape_of(M(a)), r) {}
+  /// The manifold of M(a, b): St(N, n), ...
+  ContractCeresHolder(Eigen::Index a, Eigen::Index b, Retraction r = default_retraction<M>()) requires
+      std::constructible_from<M, Eigen::Index, Eigen::Index> : ContractCeresHolder(shape_of(M(a, b)), r) {}
+  /// The manifold of points of x's shape.
+  explicit ContractCeresHolder(const M& x, Retraction r = default_retraction<M>())
+      : ContractCeresHolder(shape_of(x), r) {}
+  /// The manifold of rows x cols points.
+  ContractCeresHolder(CeresShape shape, Retraction r) : kernel_(shape.rows, shape.cols, r) {}
+
+  const Kernel& kernel() const noexcept { return kernel_; }
+
+ protected:
+  template <class F>
+  static bool guarded(F&& f) noexcept {
+    return ceres_guarded(f);
+  }
+
+  Kernel kernel_;
+
+ private:
+  static CeresShape shape_of(const M& x) { return {x.value().rows(), x.value().cols()}; }
+};
+
+// The holder of M: the contract's for a Manifold, the hand-written kernels (kernels.hpp) otherwise.
+template <class M>
+using CeresHolder = std::conditional_t<Manifold<M>, ContractCeresHolder<M>, CeresKernelHolder<M>>;
+
+}  // namespace detail
+
+template <class M>
+class CeresManifold final : public ceres::Manifold, public detail::CeresHolder<M> {
+  using Holder = detail::CeresHolder<M>;
+
+ public:
+  // A contract manifold M: CeresManifold<M>(dims..., r = default_retraction<M>()) for M(dims...), or (x, r) for the
+  // points of x's shape. SymmetricMatrix: CeresManifold<SymmetricMatrix<double>>(n).
   using Holder::Holder;
 
   int AmbientSize() const override { return this->kernel_.ambient_size(); }

@@ -20,6 +20,7 @@
 #include <Eigen/Core>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -34,8 +35,13 @@ namespace geomopt {
 
 /// The retractions of the manifolds CeresTreeBlocks sets.
 struct CeresTreeOptions {
+  /// Every manifold leaf's retraction. Unset: each leaf's manifold default (default_retraction<M>()); set to one a
+  /// leaf's manifold lacks, the CeresTreeBlocks constructor throws std::invalid_argument naming the leaf.
+  std::optional<Retraction> retraction{};
+  // legacy: begin (manifold point types that do not satisfy geomopt::Manifold yet)
   Retraction stiefel_family = Retraction::cayley;  // Stiefel, Sphere, SpecialOrthogonal leaves
   Retraction spd = Retraction::geodesic;           // SPD leaves
+  // legacy: end
 };
 
 namespace detail {
@@ -70,10 +76,22 @@ struct CeresTreeCost {
   }
 };
 
-// A factory of the manifold of one leaf, empty for a Euclidean or packed leaf.
+// A factory of the manifold of one leaf, empty for a Euclidean or packed leaf. Throws std::invalid_argument naming
+// the leaf when its shape or the retraction asked for does not fit its manifold.
 template <class L>
-std::function<ceres::Manifold*()> ceres_manifold_factory(const L& leaf, const CeresTreeOptions& options) {
-  if constexpr (manifold_point<L>) {
+std::function<ceres::Manifold*()> ceres_manifold_factory(const std::string& path, const L& leaf,
+                                                         const CeresTreeOptions& options) {
+  if constexpr (Manifold<L>) {
+    using M = std::remove_cvref_t<L>;
+    const CeresShape shape{leaf.value().rows(), leaf.value().cols()};
+    const Retraction r = options.retraction.value_or(default_retraction<M>());
+    try {
+      CeresManifold<M> check(shape, r);  // the shape and the retraction, checked before Ceres sees the block
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(path + ": " + e.what());
+    }
+    return [=] { return new CeresManifold<M>(shape, r); };
+  } else if constexpr (manifold_point<L>) {  // legacy: the hand-written kernels (detail/kernels.hpp)
     using M = std::remove_cvref_t<L>;
     if constexpr (std::is_same_v<M, Stiefel<double>>) {
       const Eigen::Index N = leaf.N(), n = leaf.n();
@@ -96,6 +114,7 @@ std::function<ceres::Manifold*()> ceres_manifold_factory(const L& leaf, const Ce
       return {};
     }
   } else {
+    (void)path;
     (void)leaf;
     (void)options;
     return {};
@@ -117,8 +136,8 @@ class CeresTreeBlocks {
     shape.prototype = tree;
     shape.layout = ptree::layout(tree);
     std::size_t leaf = 0;
-    ptree::for_each(
-        [&](const auto& l) {
+    ptree::for_each_with_path(
+        [&](const ptree::Path& path, const auto& l) {
           const auto& layout = shape.layout.leaves[leaf++];
           if (layout.size == 0) {
             shape.block_of_leaf.push_back(-1);
@@ -127,7 +146,7 @@ class CeresTreeBlocks {
           shape.block_of_leaf.push_back(static_cast<int>(blocks_.size()));
           blocks_.push_back(values_.data() + layout.offset);
           sizes_.push_back(static_cast<int>(layout.size));
-          make_manifold_.push_back(detail::ceres_manifold_factory(l, options));
+          make_manifold_.push_back(detail::ceres_manifold_factory(path.str(), l, options));
         },
         tree);
     shape_ = std::move(built);

@@ -628,9 +628,11 @@ class BasicMuon {
           rec.leaf = i;
           bool eligible = false;
           std::string kind;
-          if constexpr (detail::manifold_point<L>) {
+          if constexpr (detail::manifold_leaf<L>) {
             eligible = kManifold && std::is_same_v<L, Stiefel<T>>;
-            kind = std::string("a ") + L::kName + " leaf";
+            kind = "a ";
+            kind += L::kName;
+            kind += " leaf";
             if constexpr (std::is_same_v<L, Stiefel<T>>) {
               rec.rows = leaf.value().rows();
               rec.cols = leaf.value().cols();
@@ -721,7 +723,7 @@ class BasicMuon {
               w->eig = Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd>(rec.cols);
             } else {
               if constexpr (std::is_same_v<L, Stiefel<T>>) {
-                w->stepper = detail::make_stepper(leaf, SectionPolicy::recomputed);
+                w->stepper = detail::make_leaf_stepper(leaf, SectionPolicy::recomputed);
                 w->coords.resize(w->stepper->dim(), 1);
               }
             }
@@ -814,7 +816,7 @@ class BasicMuon {
         const auto& rec = st.records_[static_cast<std::size_t>(m)];
         const std::string& path = st.fallback_.leaf_path(i);
         auto& ptr = st.pointers_[static_cast<std::size_t>(m)];
-        if constexpr (detail::manifold_point<L>) {
+        if constexpr (detail::manifold_leaf<L>) {
           if (!rec.stiefel || p.value().rows() != rec.rows || p.value().cols() != rec.cols)
             throw StructureError(
                 path + ": the leaf is a " + detail::shape_string(p.value().rows(), p.value().cols()) + " " + L::kName +

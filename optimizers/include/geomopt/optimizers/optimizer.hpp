@@ -33,8 +33,7 @@
 #include <vector>
 
 #include "geomopt/manifolds.hpp"
-#include "geomopt/optimizers/detail/spd_stepper.hpp"
-#include "geomopt/optimizers/detail/stiefel_stepper.hpp"
+#include "geomopt/optimizers/detail/manifold_leaf.hpp"
 #include "geomopt/optimizers/detail/thread_pool.hpp"
 #include "geomopt/optimizers/kernels.hpp"
 #include "geomopt/optimizers/options.hpp"
@@ -95,9 +94,10 @@ double slot_initial_value(const typename K::Options& o, std::size_t slot) {
   }
 }
 
-// Splits the units among `threads` members: manifold leaves whole, by an estimate of their cost, to the least
+// Splits the units among `threads` members: manifold leaves whole, by their stepper's step_cost(), to the least
 // loaded member; then the Euclidean entries in walk order, cut at multiples of 64 entries, so every member gets
-// about the same share of the total.
+// about the same share of the total. An entry of the entry-wise kernels counts as one flop: a few per entry is what
+// they take, and the manifolds' estimates count flops.
 inline std::vector<std::vector<WorkItem>> make_plan(const std::vector<Unit>& units, int threads) {
   const auto members = static_cast<std::size_t>(threads);
   std::vector<std::vector<WorkItem>> plan(members);
@@ -105,9 +105,7 @@ inline std::vector<std::vector<WorkItem>> make_plan(const std::vector<Unit>& uni
   double euclidean = 0, total = 0;
   for (std::size_t u = 0; u < units.size(); ++u) {
     if (units[u].stepper >= 0) {
-      // A retraction costs O(N n^2) against O(N n) for the entry-wise kernel; 16 entries' worth per number is
-      // the order of what St(N, 16) measures.
-      const double cost = 16.0 * static_cast<double>(units[u].param_size);
+      const double cost = units[u].cost;
       const auto m = static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
       plan[m].push_back({u, 0, units[u].size});
       load[m] += cost;
@@ -207,9 +205,8 @@ class Optimizer {
             unit.leaf = st.leaves_.size();
             unit.lr_scale = lo.lr_scale;
             unit.weight_decay = leaf_decay;
-            unit.retraction = lo.retraction.value_or(common_.retraction);
             rec.offset = coordinates;
-            if constexpr (detail::manifold_point<L>) {
+            if constexpr (detail::manifold_leaf<L>) {
               static_assert(std::is_same_v<typename L::Scalar, T>, "a manifold leaf's scalar must be the tree's");
               rec.manifold = true;
               rec.kind = L::kName;
@@ -217,10 +214,13 @@ class Optimizer {
                 throw std::invalid_argument(rec.path + ": weight decay does not apply to manifold leaves (" +
                                             std::string(L::kName) + "); see docs/optimizers.md");
               unit.weight_decay = 0;
-              std::unique_ptr<detail::ManifoldStepper<T>> stepper = make_stepper(leaf, common_.section);
+              unit.retraction =
+                  detail::leaf_retraction<L>(rec.path, lo.retraction ? lo.retraction : common_.retraction);
+              std::unique_ptr<detail::ManifoldStepper<T>> stepper = detail::make_leaf_stepper(leaf, common_.section);
               unit.stepper = static_cast<int>(st.steppers_.size());
               unit.offset = coordinates;
               unit.size = stepper->dim();
+              unit.cost = stepper->step_cost();
               unit.param_size = leaf.value().size();
               unit.rows = leaf.value().rows();
               unit.cols = leaf.value().cols();
@@ -416,7 +416,7 @@ class Optimizer {
                              std::to_string(st.leaves_.size()) + ")");
       const detail::LeafRecord& rec = st.leaves_[leaf++];
       if (rec.frozen) return;
-      if constexpr (detail::manifold_point<L>) {
+      if constexpr (detail::manifold_leaf<L>) {
         detail::Unit& u = st.units_[rec.first_unit];
         const Eigen::Index rows = p.value().rows(), cols = p.value().cols();
         if (!rec.manifold || std::string_view(rec.kind) != L::kName || rows != u.rows || cols != u.cols)
@@ -674,7 +674,7 @@ Tree ema_params(const OptimizerState<Tree>& state) {
   Tree out = ptree::cast<ptree::scalar_t<Tree>>(*ema);
   ptree::for_each(
       [](auto& leaf) {
-        if constexpr (detail::manifold_point<std::remove_cvref_t<decltype(leaf)>>) project(leaf);
+        if constexpr (detail::manifold_leaf<std::remove_cvref_t<decltype(leaf)>>) detail::project_leaf(leaf);
       },
       out);
   return out;

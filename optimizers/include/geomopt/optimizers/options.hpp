@@ -66,8 +66,10 @@ struct CommonOptions {
   /// step, starting from the parameters at init. 0 turns it off.
   double ema_decay = 0;
   NonFinitePolicy non_finite = NonFinitePolicy::propagate;
-  /// The retraction of manifold leaves (a leaf's LeafOptions::retraction overrides it).
-  Retraction retraction = Retraction::cayley;
+  /// The retraction of manifold leaves (a leaf's LeafOptions::retraction overrides it). Unset: each leaf's
+  /// manifold default (default_retraction<M>()); set to one a leaf's manifold lacks, init throws
+  /// std::invalid_argument naming the leaf, the manifold and the retractions it supports.
+  std::optional<Retraction> retraction{};
   /// How manifold leaves keep their global section between steps (docs/design.md has the measurements).
   SectionPolicy section = SectionPolicy::recomputed;
   /// Threads that step leaves in parallel (the caller's thread is one of them).

@@ -3,10 +3,10 @@
 // SolverSummary with BriefReport and FullReport.
 #pragma once
 
+#include <Eigen/Core>
 #include <cmath>
 #include <cstdio>
 #include <functional>
-#include <Eigen/Core>
 #include <limits>
 #include <optional>
 #include <string>
@@ -45,14 +45,14 @@ enum class CallbackReturnType { proceed, terminate_successfully, abort };
 struct IterationSummary {
   int iteration = 0;
   double cost = 0;
-  double cost_change = 0;               ///< previous cost - this cost
-  double gradient_norm = 0;             ///< Riemannian gradient norm at the new point
-  double step_norm = 0;                 ///< norm of the tangent step taken
-  double step_size = 0;                 ///< line-search step length along the direction (1 for trust region)
-  int line_search_evaluations = 0;      ///< cost evaluations this iteration
-  double trust_region_radius = 0;       ///< trust region: the radius after this iteration
-  int linear_solver_iterations = 0;     ///< trust region: truncated-CG iterations
-  bool step_is_successful = true;       ///< trust region: the step was accepted
+  double cost_change = 0;            ///< previous cost - this cost
+  double gradient_norm = 0;          ///< Riemannian gradient norm at the new point
+  double step_norm = 0;              ///< norm of the tangent step taken
+  double step_size = 0;              ///< line-search step length along the direction (1 for trust region)
+  int line_search_evaluations = 0;   ///< cost evaluations this iteration
+  double trust_region_radius = 0;    ///< trust region: the radius after this iteration
+  int linear_solver_iterations = 0;  ///< trust region: truncated-CG iterations
+  bool step_is_successful = true;    ///< trust region: the step was accepted
   double iteration_time_in_seconds = 0;
   double cumulative_time_in_seconds = 0;
 };
@@ -78,14 +78,14 @@ struct SolverOptions {
   /// Wolfe's c2. Unset: 0.1 for conjugate gradient (its directions need a nearly exact line search), 0.9 for the
   /// others.
   std::optional<double> curvature;
-  double backtracking_factor = 0.5;   ///< Armijo: step multiplier after a failed trial, in (0, 1)
-  double expansion_factor = 2;        ///< first trial of a step: the last accepted step times this, > 1
+  double backtracking_factor = 0.5;  ///< Armijo: step multiplier after a failed trial, in (0, 1)
+  double expansion_factor = 2;       ///< first trial of a step: the last accepted step times this, > 1
   int max_line_search_evaluations = 30;
   /// The longest tangent step on the compact manifold leaves (Stiefel, Grassmann, sphere, SO(n)): a line search
   /// cannot run around the manifold. 0: pi. Euclidean and SPD leaves have no ceiling.
   double max_step_norm_on_compact = 0;
 
-  int lbfgs_memory = 20;                ///< stored (s, y) pairs
+  int lbfgs_memory = 20;  ///< stored (s, y) pairs
   NonlinearConjugateGradient conjugate_gradient = NonlinearConjugateGradient::polak_ribiere_plus;
   int conjugate_gradient_restart = 0;  ///< restart every this many iterations (0: the dimension)
   int max_bfgs_dimension = 2000;       ///< bfgs refuses larger problems (its matrix is dim x dim)
@@ -94,13 +94,16 @@ struct SolverOptions {
   double max_trust_region_radius = 0;      ///< 0: pi * sqrt(dim) when compact leaves exist, else 1e6
   double trust_region_acceptance = 0.1;    ///< accept when actual / predicted decrease exceeds this, in [0, 0.25)
   int max_truncated_cg_iterations = 0;     ///< 0: the dimension
-  double truncated_cg_kappa = 0.1, truncated_cg_theta = 1;  ///< residual target ||r|| <= ||r0|| min(kappa, ||r0||^theta)
+  double truncated_cg_kappa = 0.1,
+         truncated_cg_theta = 1;  ///< residual target ||r|| <= ||r0|| min(kappa, ||r0||^theta)
   /// Trust region without a Hessian: H v ~ (grad f(R_x(h v / ||v||)) - grad f(x)) ||v|| / h in the global
   /// coordinates, with this h. With a user's Hessian (minimize's four-argument form) the same h, raised to the
   /// cube root of the scalar's epsilon when smaller, is the step of the central differences of the geometry.
   double hessian_finite_difference_step = 1e-6;
 
-  Retraction retraction = Retraction::cayley;
+  /// The retraction of manifold leaves. Unset: each leaf's manifold default (default_retraction<M>()); set to one a
+  /// leaf's manifold lacks, minimize throws std::invalid_argument naming the leaf, the manifold and what it supports.
+  std::optional<Retraction> retraction{};
   std::vector<IterationCallback> callbacks;
   bool minimizer_progress_to_stdout = false;
 
@@ -162,22 +165,32 @@ struct SolverOptions {
 
 inline const char* to_string(SolverMethod m) {
   switch (m) {
-    case SolverMethod::gradient_descent: return "gradient descent";
-    case SolverMethod::conjugate_gradient: return "conjugate gradient";
-    case SolverMethod::lbfgs: return "L-BFGS";
-    case SolverMethod::bfgs: return "BFGS";
-    case SolverMethod::trust_region: return "trust region";
+    case SolverMethod::gradient_descent:
+      return "gradient descent";
+    case SolverMethod::conjugate_gradient:
+      return "conjugate gradient";
+    case SolverMethod::lbfgs:
+      return "L-BFGS";
+    case SolverMethod::bfgs:
+      return "BFGS";
+    case SolverMethod::trust_region:
+      return "trust region";
   }
   return "?";
 }
 
 inline const char* to_string(TerminationType t) {
   switch (t) {
-    case TerminationType::convergence: return "CONVERGENCE";
-    case TerminationType::no_convergence: return "NO_CONVERGENCE";
-    case TerminationType::user_success: return "USER_SUCCESS";
-    case TerminationType::user_failure: return "USER_FAILURE";
-    case TerminationType::failure: return "FAILURE";
+    case TerminationType::convergence:
+      return "CONVERGENCE";
+    case TerminationType::no_convergence:
+      return "NO_CONVERGENCE";
+    case TerminationType::user_success:
+      return "USER_SUCCESS";
+    case TerminationType::user_failure:
+      return "USER_FAILURE";
+    case TerminationType::failure:
+      return "FAILURE";
   }
   return "?";
 }
@@ -186,8 +199,8 @@ struct SolverSummary {
   SolverMethod method = SolverMethod::lbfgs;
   TerminationType termination_type = TerminationType::failure;
   std::string message = "minimize was not called";  ///< why it stopped
-  Eigen::Index num_parameters = 0;                    ///< the tree's stored numbers
-  Eigen::Index num_effective_parameters = 0;          ///< the dimension of the tangent space
+  Eigen::Index num_parameters = 0;                  ///< the tree's stored numbers
+  Eigen::Index num_effective_parameters = 0;        ///< the dimension of the tangent space
   double initial_cost = std::numeric_limits<double>::quiet_NaN();
   double final_cost = std::numeric_limits<double>::quiet_NaN();
   double initial_gradient_norm = std::numeric_limits<double>::quiet_NaN();
@@ -210,8 +223,8 @@ struct SolverSummary {
     std::snprintf(b, sizeof b,
                   "geomopt %s: %s, iterations %d, cost evaluations %d, initial cost %.6e, final cost %.6e, "
                   "gradient norm %.3e, time %.4g s",
-                  to_string(method), to_string(termination_type), num_iterations(), num_cost_evaluations,
-                  initial_cost, final_cost, final_gradient_norm, total_time_in_seconds);
+                  to_string(method), to_string(termination_type), num_iterations(), num_cost_evaluations, initial_cost,
+                  final_cost, final_gradient_norm, total_time_in_seconds);
     return b;
   }
 

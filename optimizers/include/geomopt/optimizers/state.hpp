@@ -58,8 +58,9 @@ struct Unit {
   Eigen::Index rows = 0, cols = 0;  // the stored shape at init (block, or the manifold point), checked each step
   double lr_scale = 1;
   double weight_decay = 0;
-  Retraction retraction = Retraction::cayley;
-  int stepper = -1;          // index of its ManifoldStepper, or -1 for a Euclidean block
+  Retraction retraction = Retraction::cayley;  // manifold: resolved at init (detail::leaf_retraction)
+  double cost = 0;                             // manifold: its stepper's step_cost(), for the threads' plan
+  int stepper = -1;                            // index of its ManifoldStepper, or -1 for a Euclidean block
   Eigen::Index scratch = 0;  // manifold: first entry of its lifted gradient and update in the scratch vector
 };
 

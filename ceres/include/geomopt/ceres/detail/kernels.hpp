@@ -34,6 +34,8 @@ inline void require_square_block_fits(const char* who, Eigen::Index n) {
                                 std::to_string(std::numeric_limits<int>::max()) + "); need n <= 46340");
 }
 
+// legacy: begin (manifolds that do not satisfy geomopt::Manifold yet; CeresManifold takes contract manifolds through
+// contract_kernel.hpp)
 // Stiefel, Sphere and SpecialOrthogonal: the parameter block is the N x n point, column-major; the tangent
 // coordinates are (the packed strictly lower triangle of the skew block A, then B column-major), the packed
 // coordinates of the lift [A, -B^T; B, 0] at the section lambda(x) = [Y, Y_perp] built from x. They are orthonormal for
@@ -234,6 +236,8 @@ class StiefelFamilyKernel {
   Retraction r_;
 };
 
+// legacy: end
+
 // The scaled symmetric ("svec") coordinates shared by SPD and SymmetricMatrix: coordinate k = i(i+1)/2 + j (i >= j)
 // is W(i, i) on the diagonal and sqrt(2) W(i, j) off it, so that delta . delta' = tr(W W').
 // f(k, i, j, weight) with weight the dense entry per unit coordinate: 1 on the diagonal, 1/sqrt(2) off it.
@@ -256,6 +260,8 @@ inline void svec_congruence_jacobian(const Mat<double>& f, double* jacobian) {
   });
 }
 
+// legacy: begin (manifolds that do not satisfy geomopt::Manifold yet; CeresManifold takes contract manifolds through
+// contract_kernel.hpp)
 // SPD(n): the parameter block is the dense n x n matrix, column-major; the tangent coordinates are the svec of the
 // whitened tangent W = F^-1 U F^-T at the Cholesky factor F of x (orthonormal for the affine-invariant metric):
 //   plus(x, delta)   = F exp(W) F^T (geodesic) or F (I + W + W^2/2) F^T (the second-order retraction)
@@ -323,6 +329,8 @@ class SPDKernel {
   Retraction r_;
 };
 
+// legacy: end
+
 // A dense n x n block constrained to be symmetric: a linear subspace, with svec coordinates (orthonormal for the
 // Frobenius inner product), so Plus is exact addition and Minus exact subtraction:
 //   plus(x, delta)  = sym(x) + W(delta)      minus(y, x) = svec(sym(y - x))      minus_jacobian = plus_jacobian^T
@@ -384,6 +392,8 @@ struct CeresKernelOf {
                 "geomopt::CeresManifold: expected Stiefel, Sphere, SpecialOrthogonal, SPD or SymmetricMatrix "
                 "over double");
 };
+// legacy: begin (manifolds that do not satisfy geomopt::Manifold yet; CeresManifold takes contract manifolds through
+// contract_kernel.hpp)
 template <>
 struct CeresKernelOf<Stiefel<double>> {
   using type = StiefelFamilyKernel<Stiefel<double>>;
@@ -400,6 +410,7 @@ template <>
 struct CeresKernelOf<SPD<double>> {
   using type = SPDKernel;
 };
+// legacy: end
 template <>
 struct CeresKernelOf<SymmetricMatrix<double>> {
   using type = SymmetricKernel;
@@ -412,6 +423,8 @@ class CeresKernelHolder {
  public:
   using Kernel = typename CeresKernelOf<M>::type;
 
+  // legacy: begin (manifolds that do not satisfy geomopt::Manifold yet; CeresManifold takes contract manifolds through
+  // contract_kernel.hpp)
   /// St(N, n).
   CeresKernelHolder(Eigen::Index N, Eigen::Index n,
                     Retraction r = Retraction::cayley) requires std::is_same_v<M, Stiefel<double>> : kernel_(N, n, r) {}
@@ -428,6 +441,7 @@ class CeresKernelHolder {
   explicit CeresKernelHolder(Eigen::Index n,
                              Retraction r = Retraction::geodesic) requires std::is_same_v<M, SPD<double>>
       : kernel_(n, r) {}
+  // legacy: end
   /// A symmetric n x n block.
   explicit CeresKernelHolder(Eigen::Index n) requires std::is_same_v<M, SymmetricMatrix<double>> : kernel_(n) {}
 

@@ -200,6 +200,7 @@ class SPDStepper final : public ManifoldStepper<T> {
   T* section_data() noexcept override { return policy_ == SectionPolicy::transported ? f_.data() : nullptr; }
   Eigen::Index section_rows() const noexcept override { return policy_ == SectionPolicy::transported ? n_ : 0; }
   Eigen::Index section_cols() const noexcept override { return policy_ == SectionPolicy::transported ? n_ : 0; }
+  double step_cost() const noexcept override { return 16.0 * static_cast<double>(n_ * n_); }
   std::size_t workspace_bytes() const noexcept override {
     using stepping::bytes_of;
     const std::size_t recomputed_factor = policy_ == SectionPolicy::recomputed ? bytes_of(f_) : 0;
@@ -245,7 +246,7 @@ class SPDStepper final : public ManifoldStepper<T> {
 };
 
 template <class T>
-std::unique_ptr<ManifoldStepper<T>> make_stepper(const SPD<T>& x, SectionPolicy policy) {
+requires(!Manifold<SPD<T>>) std::unique_ptr<ManifoldStepper<T>> make_stepper(const SPD<T>& x, SectionPolicy policy) {
   if (x.value().rows() != x.value().cols())
     throw std::invalid_argument("make_stepper: SPD needs a square point, got " + std::to_string(x.value().rows()) +
                                 "x" + std::to_string(x.value().cols()));

@@ -383,6 +383,7 @@ class StiefelFamilyStepper final : public ManifoldStepper<T> {
   T* section_data() noexcept override { return policy_ == SectionPolicy::transported ? lambda_.data() : nullptr; }
   Eigen::Index section_rows() const noexcept override { return policy_ == SectionPolicy::transported ? N_ : 0; }
   Eigen::Index section_cols() const noexcept override { return policy_ == SectionPolicy::transported ? N_ : 0; }
+  double step_cost() const noexcept override { return 16.0 * static_cast<double>(N_ * n_); }
   std::size_t workspace_bytes() const noexcept override {
     using stepping::bytes_of;
     return bytes_of(z_) + bytes_of(b_) + bytes_of(tau_b_) + bytes_of(s_) + bytes_of(f_) + bytes_of(qr_y_) +
@@ -439,22 +440,26 @@ class StiefelFamilyStepper final : public ManifoldStepper<T> {
 };
 
 template <class T>
-std::unique_ptr<ManifoldStepper<T>> make_stepper(const Stiefel<T>& x, SectionPolicy policy) {
+requires(!Manifold<Stiefel<T>>) std::unique_ptr<ManifoldStepper<T>> make_stepper(const Stiefel<T>& x,
+                                                                                 SectionPolicy policy) {
   return std::make_unique<StiefelFamilyStepper<T>>(StiefelFamilyKind::stiefel, x.value().rows(), x.value().cols(),
                                                    policy, x.value().data());
 }
 template <class T>
-std::unique_ptr<ManifoldStepper<T>> make_stepper(const Grassmann<T>& x, SectionPolicy policy) {
+requires(!Manifold<Grassmann<T>>) std::unique_ptr<ManifoldStepper<T>> make_stepper(const Grassmann<T>& x,
+                                                                                   SectionPolicy policy) {
   return std::make_unique<StiefelFamilyStepper<T>>(StiefelFamilyKind::grassmann, x.value().rows(), x.value().cols(),
                                                    policy, x.value().data());
 }
 template <class T>
-std::unique_ptr<ManifoldStepper<T>> make_stepper(const Sphere<T>& x, SectionPolicy policy) {
+requires(!Manifold<Sphere<T>>) std::unique_ptr<ManifoldStepper<T>> make_stepper(const Sphere<T>& x,
+                                                                                SectionPolicy policy) {
   return std::make_unique<StiefelFamilyStepper<T>>(StiefelFamilyKind::sphere, x.value().size(), 1, policy,
                                                    x.value().data());
 }
 template <class T>
-std::unique_ptr<ManifoldStepper<T>> make_stepper(const SpecialOrthogonal<T>& x, SectionPolicy policy) {
+requires(!Manifold<SpecialOrthogonal<T>>) std::unique_ptr<ManifoldStepper<T>> make_stepper(
+    const SpecialOrthogonal<T>& x, SectionPolicy policy) {
   return std::make_unique<StiefelFamilyStepper<T>>(StiefelFamilyKind::special_orthogonal, x.value().rows(),
                                                    x.value().cols(), policy, x.value().data());
 }

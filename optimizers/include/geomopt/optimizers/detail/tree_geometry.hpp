@@ -4,7 +4,7 @@
 // of two tangent vectors is the dot product of their coordinates). The solvers work on coordinate vectors only:
 //
 //   gradient(x, egrad, g)   g <- coordinates of the Riemannian gradient at x of the Euclidean gradient egrad
-//   retract(x, delta, r)    x <- R_x(delta)
+//   retract(x, delta)       x <- R_x(delta), each manifold leaf by its own retraction (detail::leaf_retraction)
 //   tangent(x, v, h, ...)   the ambient tangent vector at x with coordinates v (for a user's Hessian)
 //
 // A coordinate vector at x read at another point y is the section's vector transport from x to y (the frame moves
@@ -13,25 +13,18 @@
 
 #include <Eigen/Core>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
 
-#include "geomopt/manifolds.hpp"
+#include "geomopt/optimizers/detail/manifold_leaf.hpp"
 #include "geomopt/optimizers/detail/manifold_stepper.hpp"
-#include "geomopt/optimizers/detail/spd_stepper.hpp"
-#include "geomopt/optimizers/detail/stiefel_stepper.hpp"
 #include "geomopt/optimizers/optimizer.hpp"
 #include "geomopt/ptree.hpp"
 
 namespace geomopt::detail {
-
-/// Manifold leaves of finite diameter: a line search on them gets a step ceiling.
-template <class L>
-inline constexpr bool compact_leaf = true;
-template <class T>
-inline constexpr bool compact_leaf<SPD<T>> = false;
 
 template <class Tree>
 class TreeGeometry {
@@ -39,16 +32,19 @@ class TreeGeometry {
   using T = ptree::scalar_t<Tree>;
   using Vector = Eigen::VectorXd;
 
-  explicit TreeGeometry(const Tree& x) {
+  /// Throws std::invalid_argument naming the leaf when `retraction` is set and a manifold leaf lacks it (unset:
+  /// each manifold's default).
+  explicit TreeGeometry(const Tree& x, std::optional<Retraction> retraction = {}) {
     Eigen::Index largest = 0;
     ptree::for_each_with_path(
         [&](const ptree::Path& path, const auto& leaf) {
           using L = std::remove_cvref_t<decltype(leaf)>;
-          if constexpr (manifold_point<L>) {
+          if constexpr (manifold_leaf<L>) {
             static_assert(std::is_same_v<typename L::Scalar, T>, "a manifold leaf's scalar must be the tree's");
-            auto stepper = make_stepper(leaf, SectionPolicy::recomputed);
+            const Retraction r = leaf_retraction<L>(path.str(), retraction);
+            auto stepper = make_leaf_stepper(leaf, SectionPolicy::recomputed);
             units_.push_back({dim_, stepper->dim(), static_cast<int>(steppers_.size()), leaf.value().rows(),
-                              leaf.value().cols(), compact_leaf<L>, path.str()});
+                              leaf.value().cols(), compact_leaf<L>(), path.str(), r});
             largest = std::max(largest, stepper->dim());
             dim_ += stepper->dim();
             stored_ += leaf.value().size();
@@ -94,7 +90,7 @@ class TreeGeometry {
     ptree::for_each(
         [&](const auto& p, const auto& g) {
           using L = std::remove_cvref_t<decltype(p)>;
-          if constexpr (manifold_point<L>) {
+          if constexpr (manifold_leaf<L>) {
             const Unit& u = next(k, p.value().rows(), p.value().cols());
             if (g.value().rows() != u.rows || g.value().cols() != u.cols)
               throw StructureError(u.path + ": the gradient is " + shape_string(g.value().rows(), g.value().cols()) +
@@ -129,16 +125,16 @@ class TreeGeometry {
   /// leaves (exact); on manifold leaves the ambient matrix (R_x(h v) - R_x(-h v)) / 2h, the central difference of
   /// the retraction curve, whose velocity at 0 is the tangent vector (error O(h^2 |v|^3)). plus and minus are left
   /// at R_x(h v) and R_x(-h v).
-  void tangent(const Tree& x, const Vector& v, double h, Retraction r, Tree& xi, Tree& plus, Tree& minus) {
+  void tangent(const Tree& x, const Vector& v, double h, Tree& xi, Tree& plus, Tree& minus) {
     plus = x;
-    retract(plus, h * v, r);
+    retract(plus, h * v);
     minus = x;
-    retract(minus, -h * v, r);
+    retract(minus, -h * v);
     std::size_t k = 0;
     ptree::for_each(
         [&](auto& out, const auto& p, const auto& m) {
           using L = std::remove_cvref_t<decltype(out)>;
-          if constexpr (manifold_point<L>) {
+          if constexpr (manifold_leaf<L>) {
             next(k, p.value().rows(), p.value().cols());
             out.value() = (p.value() - m.value()) / static_cast<T>(2 * h);
           } else {
@@ -171,7 +167,7 @@ class TreeGeometry {
             else if (!g.segment(u.offset, u.size).allFinite())
               found = u.path + ": the gradient's lift to the tangent space is not finite";
           };
-          if constexpr (manifold_point<L>) {
+          if constexpr (manifold_leaf<L>) {
             check(e.value().data(), e.value().size());
           } else {
             ptree::detail::for_each_block([&](const auto& b) { check(block_data(b), ptree::detail::block_size(b)); },
@@ -182,17 +178,17 @@ class TreeGeometry {
     return found;
   }
 
-  void retract(Tree& x, const Vector& delta, Retraction r) {
+  void retract(Tree& x, const Vector& delta) {
     std::size_t k = 0;
     ptree::for_each(
         [&](auto& p) {
           using L = std::remove_cvref_t<decltype(p)>;
-          if constexpr (manifold_point<L>) {
+          if constexpr (manifold_leaf<L>) {
             const Unit& u = next(k, p.value().rows(), p.value().cols());
             ManifoldStepper<T>& s = *steppers_[static_cast<std::size_t>(u.stepper)];
             buffer_.head(u.size) = delta.segment(u.offset, u.size).template cast<T>();
             s.forget_point();
-            s.retract(p.value().data(), buffer_.data(), r);
+            s.retract(p.value().data(), buffer_.data(), u.retraction);
           } else {
             ptree::detail::for_each_block(
                 [&](auto& b) {
@@ -214,6 +210,7 @@ class TreeGeometry {
     Eigen::Index rows = 0, cols = 0;  // the stored shape when the solve started
     bool compact = false;
     std::string path;
+    Retraction retraction = Retraction::cayley;  // manifold leaves
   };
 
   // The next unit, checked against the leaf's (or block's) stored shape.
