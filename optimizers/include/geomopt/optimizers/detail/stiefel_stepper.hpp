@@ -4,8 +4,11 @@
 // Invariants:
 //   - lift and retract compute what geomopt::lift(x, section, G) and geomopt::retract(x, section, xi, r) compute
 //     (stiefel.hpp, detail/stiefel_kernel.hpp), to rounding: the same Householder conventions (the section's
-//     detail::section_reflector for y, Eigen's makeHouseholder for the step's B), hence the same complement Y_perp,
-//     the same 2n x 2n core and the same degree-15 Taylor exponential with the same scaling;
+//     detail::section_reflector for y, in blocks by detail::BlockedHouseholder; Eigen's makeHouseholder for the
+//     step's B), hence the same complement Y_perp, the same 2n x 2n core and the same degree-15 Taylor exponential
+//     with the same scaling. A Cayley step from a recomputed section takes the n x n Schur complement of that core
+//     instead (detail::StiefelCayleySchur: the same point to rounding, at a fraction of the cost) whenever its bound
+//     proves the core below detail::kSpectralNorm;
 //   - retract follows the manifolds' rules at every norm: a finite step whose core has 1-norm above
 //     detail::kSpectralNorm (16) takes detail::skew_function_spectral, the real Schur form, as detail::core_function
 //     does, so the point stays orthonormal (SO(n): determinant one) at any finite norm; a B block with entries beyond
@@ -35,6 +38,8 @@
 #include <type_traits>
 
 #include "geomopt/manifolds.hpp"
+#include "geomopt/manifolds/detail/householder_blocked.hpp"
+#include "geomopt/manifolds/detail/stiefel_cayley.hpp"
 #include "geomopt/optimizers/detail/manifold_stepper.hpp"
 
 namespace geomopt::detail {
@@ -275,7 +280,8 @@ class StiefelFamilyStepper final : public ManifoldStepper<T> {
         n_(n),
         rest_(N - n),
         k_(std::min(n, N - n)),
-        core_(validate(kind, N, n, policy, y0) + std::min(n, N - n)) {
+        core_(validate(kind, N, n, policy, y0) + std::min(n, N - n)),
+        schur_(n, N - n) {
     const Eigen::Index m = n + k_;
     z_.resize(N, n);
     b_.resize(rest_, n);
@@ -283,8 +289,7 @@ class StiefelFamilyStepper final : public ManifoldStepper<T> {
     s_ = Matrix::Zero(m, m);
     f_.resize(m, m);
     if (policy == SectionPolicy::recomputed) {
-      qr_y_.resize(N, n);
-      tau_y_.resize(n);
+      house_y_ = BlockedHouseholder<T>(N, n, n);
     } else {
       lambda_ = GlobalSection<T>(stepping::ConstMatrixMap<T>(y0, N, n), SectionPolicy::transported).dense();
       q_.resize(rest_, k_);
@@ -304,7 +309,7 @@ class StiefelFamilyStepper final : public ManifoldStepper<T> {
     } else {
       factor_point(y);
       z_ = gm;
-      stepping::apply_q(z_, qr_y_, tau_y_.data(), n_, true);
+      house_y_.apply_transpose(z_);
     }
     // A = Z1 - Z1^T packed (its strict lower triangle row by row, the SkewSymMatrix order), then B = Z2.
     Eigen::Index c = 0;
@@ -332,6 +337,14 @@ class StiefelFamilyStepper final : public ManifoldStepper<T> {
         }
       }
     }
+    // Cayley from a recomputed section: the n x n Schur complement gives the same point without the QR of B and the
+    // 2n x 2n core (detail/stiefel_cayley.hpp), whenever its bound proves the core below the spectral threshold.
+    if (policy_ == SectionPolicy::recomputed && r == Retraction::cayley &&
+        schur_.local_point(s_.topLeftCorner(n_, n_), stepping::ConstMatrixMap<T>(coords + c, rest_, n_), ym)) {
+      house_y_.apply(ym);
+      factored_ = false;
+      return;
+    }
     if (k_ > 0) {
       b_ = stepping::ConstMatrixMap<T>(coords + c, rest_, n_);
       // Scaled by a power of two when its squared norms could overflow, as detail::lift_core does (exact).
@@ -357,7 +370,7 @@ class StiefelFamilyStepper final : public ManifoldStepper<T> {
         ym.bottomRows(rest_ - k_).setZero();
         stepping::apply_q(ym.bottomRows(rest_), b_, tau_b_.data(), k_, false);
       }
-      stepping::apply_q(ym, qr_y_, tau_y_.data(), n_, false);
+      house_y_.apply(ym);
       factored_ = false;
       return;
     }
@@ -386,8 +399,8 @@ class StiefelFamilyStepper final : public ManifoldStepper<T> {
   double step_cost() const noexcept override { return 16.0 * static_cast<double>(N_ * n_); }
   std::size_t workspace_bytes() const noexcept override {
     using stepping::bytes_of;
-    return bytes_of(z_) + bytes_of(b_) + bytes_of(tau_b_) + bytes_of(s_) + bytes_of(f_) + bytes_of(qr_y_) +
-           bytes_of(tau_y_) + bytes_of(q_) + bytes_of(lw_) + bytes_of(h_) + bytes_of(fm_) + core_.bytes();
+    return bytes_of(z_) + bytes_of(b_) + bytes_of(tau_b_) + bytes_of(s_) + bytes_of(f_) + house_y_.bytes() +
+           bytes_of(q_) + bytes_of(lw_) + bytes_of(h_) + bytes_of(fm_) + core_.bytes() + schur_.bytes();
   }
 
  private:
@@ -419,8 +432,7 @@ class StiefelFamilyStepper final : public ManifoldStepper<T> {
   // The recomputed section at y: the Householder QR of y by the section's reflectors (lambda = Q; R's diagonal is
   // nonnegative, see detail::section_reflector).
   void factor_point(const T* y) {
-    qr_y_ = stepping::ConstMatrixMap<T>(y, N_, n_);
-    stepping::householder_qr(qr_y_, tau_y_.data(), stepping::Reflector::section);
+    house_y_.factor(stepping::ConstMatrixMap<T>(y, N_, n_));
     factored_ = true;
   }
 
@@ -429,14 +441,14 @@ class StiefelFamilyStepper final : public ManifoldStepper<T> {
   bool factored_ = false;
   Eigen::Index N_, n_, rest_, k_;
   stepping::CoreFunctions<T> core_;
-  Matrix z_;  // lambda^T G
-  Matrix b_;  // B, then its Householder QR
+  StiefelCayleySchur<T> schur_;  // recomputed cayley: the local point by the n x n Schur complement
+  Matrix z_;                     // lambda^T G
+  Matrix b_;                     // B, then its Householder QR
   Vector tau_b_;
-  Matrix s_, f_;  // the core and its function
-  Matrix qr_y_;   // recomputed: the Householder QR of y
-  Vector tau_y_;
-  Matrix lambda_;           // transported: the dense section
-  Matrix q_, lw_, h_, fm_;  // transported: q, lambda W, (lambda W)(F - I), F - I
+  Matrix s_, f_;                   // the core and its function
+  BlockedHouseholder<T> house_y_;  // recomputed: the section's reflectors of y, blocked
+  Matrix lambda_;                  // transported: the dense section
+  Matrix q_, lw_, h_, fm_;         // transported: q, lambda W, (lambda W)(F - I), F - I
 };
 
 template <class T>

@@ -1,0 +1,128 @@
+// The Stiefel Adam step against the cost of orthonormalizing once: per shape St(N, n), float32, one thread, the median
+// time of geomopt::Adam's step on one Stiefel<float> leaf (SectionPolicy::recomputed, Retraction::cayley, the
+// defaults) over the median time of one Eigen::HouseholderQR of an N x n matrix with its thin Q formed
+// (qr.compute(a); q = qr.householderQ() * Identity(N, n)), both measured in this process with their repetitions
+// interleaved, so a noisy stretch of the shared machine hits both alike. A retraction cannot cost less than one
+// orthonormalization, so the ratio is the step's overhead over that floor (issue 20 asks for at most 2).
+//
+// usage: stiefel_step_bench [--shapes=N:n,N:n,...] [--reps=R] [--min-ms=M] [--retraction=cayley|geodesic]
+// Prints a markdown table: shape, step median, QR median, ratio (with the range over repetitions of step/QR, each
+// repetition's own ratio), and the orthonormality defect of the leaf after the run.
+#include <Eigen/Core>
+#include <Eigen/QR>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <geomopt/optimizers.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct StiefelTree {
+  geomopt::Stiefel<float> w;
+  GEOMOPT_PTREE(w)
+};
+
+Eigen::MatrixXf random_matrix(Eigen::Index rows, Eigen::Index cols, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  Eigen::MatrixXf m(rows, cols);
+  for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = normal(rng);
+  return m;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+}
+
+// Calls f enough times to last min_ms; returns seconds per call.
+double time_per_call(const std::function<void()>& f, long inner) {
+  const auto t0 = Clock::now();
+  for (long k = 0; k < inner; ++k) f();
+  return std::chrono::duration<double>(Clock::now() - t0).count() / static_cast<double>(inner);
+}
+
+long calibrate(const std::function<void()>& f, double min_ms) {
+  f();
+  const auto t0 = Clock::now();
+  f();
+  const double once = std::chrono::duration<double>(Clock::now() - t0).count();
+  return std::max<long>(1, static_cast<long>(min_ms * 1e-3 / std::max(once, 1e-9)));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::pair<int, int>> shapes = {{768, 64}, {784, 128}, {1024, 256}, {4096, 16}, {256, 32}};
+  int reps = 7;
+  double min_ms = 40;
+  geomopt::Retraction retraction = geomopt::Retraction::cayley;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.rfind("--shapes=", 0) == 0) {
+      shapes.clear();
+      std::stringstream ss(a.substr(9));
+      std::string item;
+      while (std::getline(ss, item, ',')) {
+        const auto colon = item.find(':');
+        shapes.emplace_back(std::stoi(item.substr(0, colon)), std::stoi(item.substr(colon + 1)));
+      }
+    } else if (a.rfind("--reps=", 0) == 0) {
+      reps = std::atoi(a.c_str() + 7);
+    } else if (a.rfind("--min-ms=", 0) == 0) {
+      min_ms = std::atof(a.c_str() + 9);
+    } else if (a == "--retraction=geodesic") {
+      retraction = geomopt::Retraction::geodesic;
+    } else if (a != "--retraction=cayley") {
+      std::fprintf(stderr, "usage: %s [--shapes=N:n,...] [--reps=R] [--min-ms=M] [--retraction=cayley|geodesic]\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+
+  std::printf("| St(N, n) | Adam step | HouseholderQR + Q | step / QR (range) | defect |\n|---|---|---|---|---|\n");
+  for (const auto& [N, n] : shapes) {
+    geomopt::CommonOptions co{};
+    co.threads = 1;
+    co.retraction = retraction;
+    co.section = geomopt::SectionPolicy::recomputed;
+    geomopt::Rng rng(42);
+    StiefelTree params{geomopt::Stiefel<float>::random_point(rng, N, n)};
+    const StiefelTree grads{geomopt::Stiefel<float>(random_matrix(N, n, 7))};
+    geomopt::Adam adam({.lr = 1e-3}, co);
+    auto state = adam.init(params);
+    std::function<void()> step = [&] { adam.step(params, grads, state); };
+
+    const Eigen::MatrixXf a = random_matrix(N, n, 8);
+    Eigen::HouseholderQR<Eigen::MatrixXf> qr(N, n);
+    Eigen::MatrixXf q(N, n);
+    std::function<void()> reference = [&] {
+      qr.compute(a);
+      q = qr.householderQ() * Eigen::MatrixXf::Identity(N, n);
+    };
+
+    const long inner_step = calibrate(step, min_ms), inner_ref = calibrate(reference, min_ms);
+    std::vector<double> ts, tr, ratio;
+    for (int r = 0; r < reps; ++r) {
+      ts.push_back(time_per_call(step, inner_step));
+      tr.push_back(time_per_call(reference, inner_ref));
+      ratio.push_back(ts.back() / tr.back());
+    }
+    const double defect = static_cast<double>(geomopt::check(params.w));
+    std::printf("| St(%d, %d) | %.3f ms | %.3f ms | **%.2f** (%.2f-%.2f) | %.1e |\n", N, n, median(ts) * 1e3,
+                median(tr) * 1e3, median(ts) / median(tr), *std::min_element(ratio.begin(), ratio.end()),
+                *std::max_element(ratio.begin(), ratio.end()), defect);
+    std::fflush(stdout);
+  }
+  return 0;
+}

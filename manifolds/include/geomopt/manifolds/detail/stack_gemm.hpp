@@ -1,0 +1,101 @@
+// stack_gemm and stack_gram: dense products that never touch the heap, the building block of the allocation-free
+// kernels (householder_blocked.hpp, stiefel_cayley.hpp).
+//
+// Contract:
+//   stack_gemm(dst, lhs, lop, rhs, rop, mode):  dst = op(lhs) op(rhs), dst += ..., or dst -= ... by mode
+//   stack_gram(dst, b):                                        dst = b^T b, symmetric to the last bit
+// Operands and destination are column-major blocks bound by Eigen::Ref without a copy (a transposed operand enters by
+// its flag: a transposed expression would not bind without a heap copy). dst must not alias an operand.
+//
+// Why tiles: Eigen's GEMM packs its operand panels into a buffer it puts on the stack when the panel fits
+// EIGEN_STACK_ALLOCATION_LIMIT (128 KiB unless the user sets it) and on the heap otherwise. Tiling every product into
+// products of at most kStackTile x kStackTile x kStackTile keeps each panel below half the limit, so no call
+// allocates (Eigen built without alloca, with a smaller limit, or with OpenMP would). The depth loop is innermost, so a
+// destination tile stays in cache while it accumulates; a tile of 120 floats keeps the packing a small fraction of
+// the arithmetic (one load per 120 multiply-adds).
+#pragma once
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cstddef>
+
+namespace geomopt::detail {
+
+template <class T>
+using StackGemmDst = Eigen::Ref<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>, 0, Eigen::OuterStride<>>;
+template <class T>
+using StackGemmSrc = Eigen::Ref<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>, 0, Eigen::OuterStride<>>;
+
+// Whether an operand of stack_gemm enters transposed.
+enum class GemmOp { plain, transposed };
+// What stack_gemm does with dst. A sign, not a scale factor: Eigen evaluates a scaled operand of a product with one
+// row or one column (a matrix-vector product) into a heap temporary.
+enum class GemmMode { assign, add, subtract };
+
+// The side of a tile: the largest multiple of 8 whose square panel fits half the stack allocation limit.
+template <class T>
+constexpr Eigen::Index stack_tile() {
+  Eigen::Index t = 8;
+  while (static_cast<std::size_t>((t + 8) * (t + 8)) * sizeof(T) <= EIGEN_STACK_ALLOCATION_LIMIT / 2) t += 8;
+  return t;
+}
+
+namespace stack_gemm_detail {
+template <class D, class L, class R>
+void product(D&& d, const L& l, const R& r, bool minus) {
+  if (minus) {
+    d.noalias() -= l * r;
+  } else {
+    d.noalias() += l * r;
+  }
+}
+}  // namespace stack_gemm_detail
+
+template <class T>
+void stack_gemm(StackGemmDst<T> dst, StackGemmSrc<T> lhs, GemmOp lop, StackGemmSrc<T> rhs, GemmOp rop, GemmMode mode) {
+  constexpr Eigen::Index t = stack_tile<T>();
+  const Eigen::Index rows = dst.rows(), cols = dst.cols();
+  const Eigen::Index depth = lop == GemmOp::plain ? lhs.cols() : lhs.rows();
+  if (mode == GemmMode::assign) dst.setZero();
+  const bool minus = mode == GemmMode::subtract;
+  for (Eigen::Index j = 0; j < cols; j += t) {
+    const Eigen::Index nj = std::min(t, cols - j);
+    for (Eigen::Index i = 0; i < rows; i += t) {
+      const Eigen::Index mi = std::min(t, rows - i);
+      auto d = dst.block(i, j, mi, nj);
+      for (Eigen::Index p = 0; p < depth; p += t) {
+        const Eigen::Index kp = std::min(t, depth - p);
+        if (lop == GemmOp::transposed && rop == GemmOp::transposed) {
+          stack_gemm_detail::product(d, lhs.block(p, i, kp, mi).transpose(), rhs.block(j, p, nj, kp).transpose(),
+                                     minus);
+        } else if (lop == GemmOp::transposed) {
+          stack_gemm_detail::product(d, lhs.block(p, i, kp, mi).transpose(), rhs.block(p, j, kp, nj), minus);
+        } else if (rop == GemmOp::transposed) {
+          stack_gemm_detail::product(d, lhs.block(i, p, mi, kp), rhs.block(j, p, nj, kp).transpose(), minus);
+        } else {
+          stack_gemm_detail::product(d, lhs.block(i, p, mi, kp), rhs.block(p, j, kp, nj), minus);
+        }
+      }
+    }
+  }
+}
+
+// dst = b^T b: the tiles on and above the diagonal by stack_gemm, the rest mirrored (half the work of a full
+// product, and exactly symmetric).
+template <class T>
+void stack_gram(StackGemmDst<T> dst, StackGemmSrc<T> b) {
+  constexpr Eigen::Index t = stack_tile<T>();
+  const Eigen::Index n = b.cols();
+  for (Eigen::Index j = 0; j < n; j += t) {
+    const Eigen::Index nj = std::min(t, n - j);
+    for (Eigen::Index i = 0; i <= j; i += t) {
+      const Eigen::Index mi = std::min(t, n - i);
+      stack_gemm<T>(dst.block(i, j, mi, nj), b.middleCols(i, mi), GemmOp::transposed, b.middleCols(j, nj),
+                    GemmOp::plain, GemmMode::assign);
+    }
+  }
+  for (Eigen::Index j = 0; j < n; ++j)
+    for (Eigen::Index i = j + 1; i < n; ++i) dst(i, j) = dst(j, i);
+}
+
+}  // namespace geomopt::detail
