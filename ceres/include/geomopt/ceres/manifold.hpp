@@ -21,7 +21,7 @@
 #include <type_traits>
 
 #include "geomopt/ceres/detail/contract_kernel.hpp"
-#include "geomopt/ceres/detail/kernels.hpp"
+#include "geomopt/ceres/detail/symmetric_kernel.hpp"
 #include "geomopt/manifolds/contract.hpp"
 
 namespace geomopt {
@@ -73,9 +73,22 @@ class ContractCeresHolder {
   static CeresShape shape_of(const M& x) { return {x.value().rows(), x.value().cols()}; }
 };
 
-// The holder of M: the contract's for a Manifold, the hand-written kernels (kernels.hpp) otherwise.
+// The holder of M: the contract's for a Manifold, the symmetric block's for SymmetricMatrix.
 template <class M>
-using CeresHolder = std::conditional_t<Manifold<M>, ContractCeresHolder<M>, CeresKernelHolder<M>>;
+struct CeresHolderOf {
+  static_assert(std::is_same_v<M, SymmetricMatrix<double>>,
+                "geomopt::CeresManifold: expected a type satisfying geomopt::Manifold over double (contract.hpp) or "
+                "SymmetricMatrix<double>");
+  using type = SymmetricCeresHolder;
+};
+template <Manifold M>
+struct CeresHolderOf<M> {
+  static_assert(std::is_same_v<typename M::Scalar, double>,
+                "geomopt::CeresManifold: Ceres works in double; use the manifold over double, e.g. Stiefel<double>");
+  using type = ContractCeresHolder<M>;
+};
+template <class M>
+using CeresHolder = typename CeresHolderOf<M>::type;
 
 }  // namespace detail
 

@@ -38,10 +38,6 @@ struct CeresTreeOptions {
   /// Every manifold leaf's retraction. Unset: each leaf's manifold default (default_retraction<M>()); set to one a
   /// leaf's manifold lacks, the CeresTreeBlocks constructor throws std::invalid_argument naming the leaf.
   std::optional<Retraction> retraction{};
-  // legacy: begin (manifold point types that do not satisfy geomopt::Manifold yet)
-  Retraction stiefel_family = Retraction::cayley;  // Stiefel, Sphere, SpecialOrthogonal leaves
-  Retraction spd = Retraction::geodesic;           // SPD leaves
-  // legacy: end
 };
 
 namespace detail {
@@ -91,28 +87,6 @@ std::function<ceres::Manifold*()> ceres_manifold_factory(const std::string& path
       throw std::invalid_argument(path + ": " + e.what());
     }
     return [=] { return new CeresManifold<M>(shape, r); };
-  } else if constexpr (manifold_point<L>) {  // legacy: the hand-written kernels (detail/kernels.hpp)
-    using M = std::remove_cvref_t<L>;
-    if constexpr (std::is_same_v<M, Stiefel<double>>) {
-      const Eigen::Index N = leaf.N(), n = leaf.n();
-      const Retraction r = options.stiefel_family;
-      return [=] { return new CeresManifold<M>(N, n, r); };
-    } else if constexpr (std::is_same_v<M, Sphere<double>>) {
-      const Eigen::Index N = leaf.N();
-      const Retraction r = options.stiefel_family;
-      return [=] { return new CeresManifold<M>(N, r); };
-    } else if constexpr (std::is_same_v<M, SpecialOrthogonal<double>>) {
-      const Eigen::Index n = leaf.n();
-      const Retraction r = options.stiefel_family;
-      return [=] { return new CeresManifold<M>(n, r); };
-    } else if constexpr (std::is_same_v<M, SPD<double>>) {
-      const Eigen::Index n = leaf.n();
-      const Retraction r = options.spd;
-      return [=] { return new CeresManifold<M>(n, r); };
-    } else {
-      (void)CeresKernelOf<M>{};  // its static_assert names what is supported (and why Grassmann is not)
-      return {};
-    }
   } else {
     (void)path;
     (void)leaf;

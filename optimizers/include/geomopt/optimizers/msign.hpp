@@ -21,7 +21,7 @@
 //                  for a tall matrix (one N n^2 product each way). Singular values below sqrt(4 k eps(double)) s_max
 //                  (k = min(rows, cols); 3e-7 s_max for k = 100) count as zero: the Gram matrix cannot resolve them.
 // Invariants: the result depends on M's values only (not on the workspace's history); newton_schulz allocates
-// nothing when given a workspace sized for M (it tiles its products through detail::stepping::product); svd and gram
+// nothing when given a workspace sized for M (it tiles its products through detail::dense_product); svd and gram
 // allocate Eigen's decomposition buffers.
 #pragma once
 
@@ -38,7 +38,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "geomopt/optimizers/detail/stiefel_stepper.hpp"
+#include "geomopt/manifolds/detail/dense_kernels.hpp"
 
 namespace geomopt {
 
@@ -144,7 +144,6 @@ double scale_to_unit_max(M& m) {
 template <class T, class M>
 void newton_schulz(M& m, const MsignOptions& o, Eigen::Matrix<T, -1, -1>& other, Eigen::Matrix<T, -1, -1>& gram,
                    Eigen::Matrix<T, -1, -1>& poly) {
-  namespace st = stepping;
   const Eigen::Index rows = m.rows(), cols = m.cols();
   if (rows == 0 || cols == 0) return;
   const bool tall = rows > cols;
@@ -165,21 +164,21 @@ void newton_schulz(M& m, const MsignOptions& o, Eigen::Matrix<T, -1, -1>& other,
     auto& x = bufs[cur];
     auto& y = bufs[1 - cur];
     if (tall) {  // X (a I + b A + c A^2), A = X^T X
-      st::product<T>(gram, x, st::Op::transposed, x, st::Op::plain, T(1), false);
+      dense_product<T>(gram, x, ProductOp::transposed, x, ProductOp::plain, T(1), false);
     } else {  // (a I + b A + c A^2) X, A = X X^T
-      st::product<T>(gram, x, st::Op::plain, x, st::Op::transposed, T(1), false);
+      dense_product<T>(gram, x, ProductOp::plain, x, ProductOp::transposed, T(1), false);
     }
     if (c != T(0)) {
-      st::product<T>(poly, gram, st::Op::plain, gram, st::Op::plain, c, false);
+      dense_product<T>(poly, gram, ProductOp::plain, gram, ProductOp::plain, c, false);
       poly += b * gram;
     } else {
       poly = b * gram;
     }
     poly.diagonal().array() += a;
     if (tall) {
-      st::product<T>(y, x, st::Op::plain, poly, st::Op::plain, T(1), false);
+      dense_product<T>(y, x, ProductOp::plain, poly, ProductOp::plain, T(1), false);
     } else {
-      st::product<T>(y, poly, st::Op::plain, x, st::Op::plain, T(1), false);
+      dense_product<T>(y, poly, ProductOp::plain, x, ProductOp::plain, T(1), false);
     }
     cur = 1 - cur;
   };

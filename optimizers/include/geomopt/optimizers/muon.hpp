@@ -45,7 +45,7 @@
 #include <vector>
 
 #include "geomopt/manifolds.hpp"
-#include "geomopt/optimizers/detail/stiefel_stepper.hpp"
+#include "geomopt/manifolds/detail/dense_kernels.hpp"
 #include "geomopt/optimizers/kernels.hpp"
 #include "geomopt/optimizers/msign.hpp"
 #include "geomopt/optimizers/optimizer.hpp"
@@ -375,33 +375,32 @@ class StiefelMuonDirection {
   /// singular values down to mu (the smoothing), and forming Z P in float would amplify Z's rounding by 1 / that.
   StiefelMuonReport solve(const T* w, const T* u, T* a, const StiefelMuonOptions& o = {},
                           std::vector<double>* duals = nullptr, T* multiplier = nullptr, bool warm = false) {
-    namespace st = detail::stepping;
     o.validate();
     if (n_ == 0) {  // St(N, 0) is one point: its tangent space, and so A, is empty
       StiefelMuonReport rep;
       rep.converged = true;
       return rep;
     }
-    const st::ConstMatrixMap<T> um(u, N_, n_);
-    wd_ = st::ConstMatrixMap<T>(w, N_, n_).template cast<double>();
+    const Eigen::Map<const detail::Mat<T>> um(u, N_, n_);
+    wd_ = Eigen::Map<const detail::Mat<T>>(w, N_, n_).template cast<double>();
     ud_ = um.template cast<double>();
     // U is replaced by its tangent projection U - W sym(W^T U), which has the same maximizer (tr(U^T A) does not see
     // W sym(.) for a tangent A). Near a stationary point U is almost all normal to the manifold, and the Gram matrix
     // of U + W X formed from U itself would cancel O(|U|^2) terms down to O(|tangent part|^2), losing all accuracy
     // once the tangent part is 1e-6 of U (measured on Brockett's cost: 100 iterations without convergence).
-    st::product<double>(core_.k(), wd_, st::Op::transposed, ud_, st::Op::plain, 1.0, false);
+    detail::dense_product<double>(core_.k(), wd_, detail::ProductOp::transposed, ud_, detail::ProductOp::plain, 1.0, false);
     sym_ = 0.5 * (core_.k() + core_.k().transpose());
-    st::product<double>(ud_, wd_, st::Op::plain, sym_, st::Op::plain, -1.0, true);
-    st::product<double>(core_.k(), wd_, st::Op::transposed, ud_, st::Op::plain, 1.0, false);
-    st::product<double>(core_.s0(), ud_, st::Op::transposed, ud_, st::Op::plain, 1.0, false);
+    detail::dense_product<double>(ud_, wd_, detail::ProductOp::plain, sym_, detail::ProductOp::plain, -1.0, true);
+    detail::dense_product<double>(core_.k(), wd_, detail::ProductOp::transposed, ud_, detail::ProductOp::plain, 1.0, false);
+    detail::dense_product<double>(core_.s0(), ud_, detail::ProductOp::transposed, ud_, detail::ProductOp::plain, 1.0, false);
     warm = warm && multiplier != nullptr;
-    if (warm) core_.x() = st::ConstMatrixMap<T>(multiplier, n_, n_).template cast<double>();
+    if (warm) core_.x() = Eigen::Map<const detail::Mat<T>>(multiplier, n_, n_).template cast<double>();
     StiefelMuonReport rep = core_.solve(o, duals, warm);
-    if (multiplier != nullptr) st::MatrixMap<T>(multiplier, n_, n_) = core_.x().template cast<T>();
+    if (multiplier != nullptr) Eigen::Map<detail::Mat<T>>(multiplier, n_, n_) = core_.x().template cast<T>();
     // A = Z P with Z = U + W X, into ud_.
     zd_ = ud_;
-    st::product<double>(zd_, wd_, st::Op::plain, core_.x(), st::Op::plain, 1.0, true);
-    st::product<double>(ud_, zd_, core_.p());
+    detail::dense_product<double>(zd_, wd_, detail::ProductOp::plain, core_.x(), detail::ProductOp::plain, 1.0, true);
+    detail::dense_product<double>(ud_, zd_, core_.p());
     double scale = 1;
     if (rep.converged) {
       // Smoothing leaves A's largest singular value at s_max / sqrt(s_max^2 + mu^2): back to 1.
@@ -410,19 +409,19 @@ class StiefelMuonDirection {
     } else if (std::isfinite(rep.residual)) {
       // Not converged (the iterations ran out, or the dual line search stalled): A is made feasible, projected on
       // the tangent space, A - W sym(W^T A), and scaled to unit spectral norm.
-      st::product<double>(r_, wd_, st::Op::transposed, ud_, st::Op::plain, 1.0, false);
+      detail::dense_product<double>(r_, wd_, detail::ProductOp::transposed, ud_, detail::ProductOp::plain, 1.0, false);
       sym_ = 0.5 * (r_ + r_.transpose());
-      st::product<double>(ud_, wd_, st::Op::plain, sym_, st::Op::plain, -1.0, true);
-      st::product<double>(r_, ud_, st::Op::transposed, ud_, st::Op::plain, 1.0, false);
+      detail::dense_product<double>(ud_, wd_, detail::ProductOp::plain, sym_, detail::ProductOp::plain, -1.0, true);
+      detail::dense_product<double>(r_, ud_, detail::ProductOp::transposed, ud_, detail::ProductOp::plain, 1.0, false);
       auto& eig = core_.eigensolver();
       eig.compute(r_, Eigen::EigenvaluesOnly);
       const double top = eig.eigenvalues()(n_ - 1);
       if (top > 0) scale = 1 / std::sqrt(top);
-      st::product<double>(r_, wd_, st::Op::transposed, ud_, st::Op::plain, scale, false);
+      detail::dense_product<double>(r_, wd_, detail::ProductOp::transposed, ud_, detail::ProductOp::plain, scale, false);
       rep.residual = (r_ + r_.transpose()).norm();
       rep.projected = true;
     }
-    st::MatrixMap<T> am(a, N_, n_);
+    Eigen::Map<detail::Mat<T>> am(a, N_, n_);
     am = (scale * ud_).template cast<T>();
     double primal = 0;
     for (Eigen::Index j = 0; j < n_; ++j) primal += um.col(j).template cast<double>().dot(scale * ud_.col(j));
@@ -861,13 +860,13 @@ class BasicMuon {
       for (std::size_t r = 0; r < st.records_.size(); ++r) {
         const auto& rec = st.records_[r];
         const auto& ptr = st.pointers_[r];
-        const detail::stepping::ConstMatrixMap<T> g(ptr.g, rec.rows, rec.cols);
+        const Eigen::Map<const detail::Mat<T>> g(ptr.g, rec.rows, rec.cols);
         double sq = 0;
         for (Eigen::Index j = 0; j < rec.cols; ++j) sq += g.col(j).template cast<double>().squaredNorm();
         if (rec.stiefel && std::isfinite(sq)) {
           auto& z = st.work_[r]->z;
-          const detail::stepping::ConstMatrixMap<T> w(ptr.p, rec.rows, rec.cols);
-          detail::stepping::product<T>(z, w, detail::stepping::Op::transposed, g, detail::stepping::Op::plain, T(1),
+          const Eigen::Map<const detail::Mat<T>> w(ptr.p, rec.rows, rec.cols);
+          detail::dense_product<T>(z, w, detail::ProductOp::transposed, g, detail::ProductOp::plain, T(1),
                                        false);
           // Lazy expressions: no temporary in the step.
           sq += -z.template cast<double>().squaredNorm() +
@@ -981,14 +980,13 @@ class BasicMuon {
   // W <- R_W(-lr A) for a Stiefel leaf, A in w.a.
   template <class T>
   static void retract(const detail::MuonLeafRecord& rec, detail::MuonLeafWork<T>& w, T* y, T lr) {
-    namespace sp = detail::stepping;
-    sp::MatrixMap<T> ym(y, rec.rows, rec.cols);
+    Eigen::Map<detail::Mat<T>> ym(y, rec.rows, rec.cols);
     if (rec.cols == 0) return;  // St(N, 0) is one point
     if (rec.retraction == StiefelMuonRetraction::polar) {
       // Y = W - lr A, then W = Y (Y^T Y)^-1/2 with the Gram matrix formed and decomposed in double.
       w.u = ym - lr * w.a;
       w.yd = w.u.template cast<double>();
-      sp::product<double>(w.gram, w.yd, sp::Op::transposed, w.yd, sp::Op::plain, 1.0, false);
+      detail::dense_product<double>(w.gram, w.yd, detail::ProductOp::transposed, w.yd, detail::ProductOp::plain, 1.0, false);
       w.eig.compute(w.gram);
       const auto& lambda = w.eig.eigenvalues();
       const auto& q = w.eig.eigenvectors();
@@ -996,13 +994,13 @@ class BasicMuon {
       for (Eigen::Index j = 0; j < rec.cols; ++j) w.p.col(j) = q.col(j) / std::sqrt(std::max(lambda(j), 1e-300));
       w.gram.noalias() = w.p * q.transpose();
       w.pt = w.gram.template cast<T>();
-      sp::product<T>(ym, w.u, w.pt);
+      detail::dense_product<T>(ym, w.u, w.pt);
       return;
     }
     // The library's retraction of the tangent vector -lr A: its lift coordinates are those of the Euclidean
     // gradient A - W Omega / 2 (Omega = W^T A), whose canonical Riemannian gradient is A.
-    sp::product<T>(w.z, ym, sp::Op::transposed, w.a, sp::Op::plain, T(1), false);
-    sp::product<T>(w.u, ym, sp::Op::plain, w.z, sp::Op::plain, T(-0.5), false);
+    detail::dense_product<T>(w.z, ym, detail::ProductOp::transposed, w.a, detail::ProductOp::plain, T(1), false);
+    detail::dense_product<T>(w.u, ym, detail::ProductOp::plain, w.z, detail::ProductOp::plain, T(-0.5), false);
     w.u += w.a;
     w.stepper->lift(y, w.u.data(), w.coords.data());
     w.coords *= -lr;

@@ -5,11 +5,6 @@
 // Invariants: a leaf's retraction is the one asked for (LeafOptions, else the optimizer's option) when the manifold
 // implements it, its default_retraction<M>() when none is asked for; asking for one it lacks throws
 // std::invalid_argument naming the leaf, the manifold and what it supports, at init, before any step.
-//
-// The legacy block (between the two "legacy" markers) serves the manifold point types that do not satisfy the
-// contract yet, through their hand-written steppers (stiefel_stepper.hpp, spd_stepper.hpp). Once every manifold
-// satisfies it, delete that block, the `|| legacy_manifold_leaf<L>` of manifold_leaf and the `else` branch of each
-// function here, and the two stepper headers.
 #pragma once
 
 #include <Eigen/Core>
@@ -23,21 +18,11 @@
 #include "geomopt/manifolds/contract.hpp"
 #include "geomopt/optimizers/detail/manifold_stepper.hpp"
 
-// legacy: begin
-#include "geomopt/manifolds.hpp"
-#include "geomopt/optimizers/detail/spd_stepper.hpp"
-#include "geomopt/optimizers/detail/stiefel_stepper.hpp"
-
-namespace geomopt::detail {
-template <class L>
-concept legacy_manifold_leaf = manifold_point<L> && !Manifold<L>;
-}  // namespace geomopt::detail
-// legacy: end
 
 namespace geomopt::detail {
 
 template <class L>
-concept manifold_leaf = Manifold<L> || legacy_manifold_leaf<L>;
+concept manifold_leaf = Manifold<L>;
 
 inline const char* retraction_name(Retraction r) {
   switch (r) {
@@ -55,45 +40,33 @@ inline const char* retraction_name(Retraction r) {
 /// lacks it), else the manifold's default.
 template <manifold_leaf L>
 Retraction leaf_retraction(const std::string& path, std::optional<Retraction> asked) {
-  if constexpr (Manifold<L>) {
-    if (!asked.has_value()) return default_retraction<L>();
-    if (!supports<L>(*asked)) {
-      std::string list;
-      for (Retraction s : L::kRetractions) list += std::string(list.empty() ? "" : ", ") + retraction_name(s);
-      throw std::invalid_argument(path + ": " + L::kName + " has no " + retraction_name(*asked) +
-                                  " retraction; it supports " + list);
-    }
-    return *asked;
-  } else {
-    return asked.value_or(Retraction::cayley);
+  if (!asked.has_value()) return default_retraction<L>();
+  if (!supports<L>(*asked)) {
+    std::string list;
+    for (Retraction s : L::kRetractions) list += std::string(list.empty() ? "" : ", ") + retraction_name(s);
+    throw std::invalid_argument(path + ": " + L::kName + " has no " + retraction_name(*asked) +
+                                " retraction; it supports " + list);
   }
+  return *asked;
 }
 
 /// The stepper of a manifold leaf, its section started at the leaf's point when transported.
 template <manifold_leaf L>
 std::unique_ptr<ManifoldStepper<typename L::Scalar>> make_leaf_stepper(const L& leaf, SectionPolicy policy) {
-  return make_stepper(leaf, policy);  // ContractStepper for a Manifold; the legacy overloads otherwise
+  return make_stepper(leaf, policy);
 }
 
 /// Manifold leaves of finite diameter: a line search on them gets a step ceiling.
 template <manifold_leaf L>
 constexpr bool compact_leaf() {
-  if constexpr (Manifold<L>) {
-    return L::kCompact;
-  } else {
-    return !std::is_same_v<L, SPD<typename L::Scalar>>;
-  }
+  return L::kCompact;
 }
 
 /// leaf <- the nearest point of its manifold.
 template <manifold_leaf L>
 void project_leaf(L& leaf) {
-  if constexpr (Manifold<L>) {
-    typename L::Workspace ws(leaf.value().rows(), leaf.value().cols(), SectionPolicy::recomputed, nullptr);
-    ws.project(leaf.value().data());
-  } else {
-    project(leaf);
-  }
+  typename L::Workspace ws(leaf.value().rows(), leaf.value().cols(), SectionPolicy::recomputed, nullptr);
+  ws.project(leaf.value().data());
 }
 
 }  // namespace geomopt::detail
