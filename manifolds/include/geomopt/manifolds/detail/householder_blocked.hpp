@@ -42,13 +42,15 @@ class BlockedHouseholder {
       : v_(rows, cols),
         tau_(cols),
         t_(Matrix::Zero(std::min(kBlock, cols), cols)),
-        w_(std::min(kBlock, cols), max_cols),
-        w2_(std::min(kBlock, cols), max_cols) {}
+        w_(std::min(kBlock, cols), std::max(max_cols, kBlock)),
+        w2_(std::min(kBlock, cols), max_cols),
+        row_(kBlock) {}
 
   Eigen::Index rows() const noexcept { return v_.rows(); }
   Eigen::Index cols() const noexcept { return v_.cols(); }
   std::size_t bytes() const noexcept {
-    return static_cast<std::size_t>(v_.size() + tau_.size() + t_.size() + w_.size() + w2_.size()) * sizeof(T);
+    return static_cast<std::size_t>(v_.size() + tau_.size() + t_.size() + w_.size() + w2_.size() + row_.size()) *
+           sizeof(T);
   }
 
   /// The reflectors, one per column: unit diagonal, zeros above it, the essential parts below (N x n).
@@ -68,15 +70,17 @@ class BlockedHouseholder {
         reflect(v_.block(i, i + 1, N - i, j1 - i - 1), i);
       }
       // The block's V explicit (R's entries in it are not needed), then its T (LAPACK's larft, forward):
-      // T(0:i, i) = -tau_i T(0:i, 0:i) V(:, 0:i)^T v_i, T(i, i) = tau_i.
+      // T(0:i, i) = -tau_i T(0:i, 0:i) V(:, 0:i)^T v_i, T(i, i) = tau_i, with V^T V as one product.
       for (Eigen::Index i = j0; i < j1; ++i) {
         v_(i, i) = T(1);
         v_.col(i).segment(j0, i - j0).setZero();
       }
+      auto gram = w_.topLeftCorner(jb, jb);
+      const auto v = v_.block(j0, j0, N - j0, jb);
+      stack_gemm<T>(gram, v, GemmOp::transposed, v, GemmOp::plain, GemmMode::assign);
       for (Eigen::Index i = 0; i < jb; ++i) {
         const Eigen::Index c = j0 + i;
-        const auto vi = v_.col(c).tail(N - c);
-        for (Eigen::Index r = 0; r < i; ++r) t_(r, c) = -tau_[c] * v_.col(j0 + r).tail(N - c).dot(vi);
+        for (Eigen::Index r = 0; r < i; ++r) t_(r, c) = -tau_[c] * gram(r, i);
         for (Eigen::Index r = 0; r < i; ++r)  // T(0:i, 0:i) times that column, in place (rows ascending)
           t_(r, c) = t_.row(r).segment(j0 + r, i - r).dot(t_.col(c).segment(r, i - r));
         t_(i, c) = tau_[c];
@@ -100,19 +104,24 @@ class BlockedHouseholder {
   }
 
  private:
-  // x <- H_i x for the rows i.. of the columns x (unblocked: within the panel only).
+  // x <- H_i x for the rows i.. of the columns x (unblocked: within the panel only), as a matrix-vector product
+  // w = tau x^T v and a rank-one update x -= v w^T, which read x twice for all its columns together.
   template <class X>
   void reflect(X&& x, Eigen::Index i) {
     const T tau = tau_[i];
-    if (tau == T(0)) return;
-    const Eigen::Index m = x.rows() - 1;
-    const auto essential = v_.col(i).tail(m);
-    for (Eigen::Index c = 0; c < x.cols(); ++c) {
-      auto tail = x.col(c).tail(m);
-      const T w = tau * (x(0, c) + essential.dot(tail));
-      x(0, c) -= w;
-      tail -= w * essential;
+    const Eigen::Index m = x.rows() - 1, cols = x.cols();
+    if (tau == T(0) || cols == 0) return;
+    auto w = row_.head(cols);
+    if (m > 0) {
+      const auto essential = v_.col(i).tail(m);
+      w.noalias() = x.bottomRows(m).transpose() * essential;
+      w += x.row(0).transpose();
+      w *= tau;
+      x.bottomRows(m).noalias() -= essential * w.transpose();
+    } else {
+      w = tau * x.row(0).transpose();
     }
+    x.row(0) -= w.transpose();
   }
 
   // x <- (I - V T V^T) x (transpose: (I - V T^T V^T) x) for the block of columns j0 .. j0 + jb of V.
@@ -132,7 +141,8 @@ class BlockedHouseholder {
   Matrix v_;
   Vector tau_;
   Matrix t_;
-  Matrix w_, w2_;
+  Matrix w_, w2_;  // V^T x and T V^T x (w_ also holds a block's V^T V)
+  Vector row_;     // a reflector's w = tau x^T v in the panel
 };
 
 }  // namespace geomopt::detail

@@ -9,10 +9,10 @@
 //
 // Why tiles: Eigen's GEMM packs its operand panels into a buffer it puts on the stack when the panel fits
 // EIGEN_STACK_ALLOCATION_LIMIT (128 KiB unless the user sets it) and on the heap otherwise. Tiling every product into
-// products of at most kStackTile x kStackTile x kStackTile keeps each panel below half the limit, so no call
-// allocates (Eigen built without alloca, with a smaller limit, or with OpenMP would). The depth loop is innermost, so a
-// destination tile stays in cache while it accumulates; a tile of 120 floats keeps the packing a small fraction of
-// the arithmetic (one load per 120 multiply-adds).
+// products of at most stack_tile() rows and columns (120 in float), and a depth that keeps each packed panel below half
+// the limit, means no call allocates (Eigen built without alloca, with a smaller limit, or with OpenMP would). The
+// depth loop is innermost, so a destination tile stays in cache while it accumulates; a tile of 120 floats keeps the
+// packing a small fraction of the arithmetic (one load per 120 multiply-adds).
 #pragma once
 
 #include <Eigen/Core>
@@ -40,6 +40,15 @@ constexpr Eigen::Index stack_tile() {
   return t;
 }
 
+// The depth of a tile whose panels are at most `side` wide: as long as keeps a panel within half the limit, so that a
+// tall-skinny product (V^T X with 16 columns and 4096 rows) is a few long products, not many short ones.
+template <class T>
+constexpr Eigen::Index depth_tile(Eigen::Index side) {
+  const auto fit =
+      static_cast<Eigen::Index>(EIGEN_STACK_ALLOCATION_LIMIT / 2 / sizeof(T)) / std::max<Eigen::Index>(side, 1);
+  return std::max(stack_tile<T>(), fit / 8 * 8);
+}
+
 namespace stack_gemm_detail {
 template <class D, class L, class R>
 void product(D&& d, const L& l, const R& r, bool minus) {
@@ -63,8 +72,9 @@ void stack_gemm(StackGemmDst<T> dst, StackGemmSrc<T> lhs, GemmOp lop, StackGemmS
     for (Eigen::Index i = 0; i < rows; i += t) {
       const Eigen::Index mi = std::min(t, rows - i);
       auto d = dst.block(i, j, mi, nj);
-      for (Eigen::Index p = 0; p < depth; p += t) {
-        const Eigen::Index kp = std::min(t, depth - p);
+      const Eigen::Index kt = depth_tile<T>(std::max(mi, nj));
+      for (Eigen::Index p = 0; p < depth; p += kt) {
+        const Eigen::Index kp = std::min(kt, depth - p);
         if (lop == GemmOp::transposed && rop == GemmOp::transposed) {
           stack_gemm_detail::product(d, lhs.block(p, i, kp, mi).transpose(), rhs.block(j, p, nj, kp).transpose(),
                                      minus);
