@@ -15,8 +15,7 @@
 
 #include "dense_reference.hpp"
 #include "geomopt/manifolds.hpp"
-#include "geomopt/optimizers/detail/spd_stepper.hpp"
-#include "geomopt/optimizers/detail/stiefel_stepper.hpp"
+#include "geomopt/optimizers/detail/manifold_stepper.hpp"
 
 using geomopt::Grassmann;
 using geomopt::Retraction;

@@ -1,5 +1,5 @@
-// The manifold steppers (optimizers/detail/stiefel_stepper.hpp and spd_stepper.hpp) against the manifolds API, the
-// independent reference:
+// The optimizers' stepper of manifold leaves (detail::ContractStepper over each manifold's workspace,
+// optimizers/detail/manifold_stepper.hpp) against the manifolds API:
 //   - over five successive steps with random gradients and updates, lift gives the ptree storage of
 //     geomopt::lift(x, section, G) and retract the point of geomopt::retract(x, section, xi, r) (1e-12 relative in
 //     double, 1e-5 in float), for Stiefel, Grassmann, Sphere, SO(n) and SPD, both section policies and both
@@ -20,8 +20,8 @@
 #include <type_traits>
 
 #include "geomopt/manifolds.hpp"
-#include "geomopt/optimizers/detail/spd_stepper.hpp"
-#include "geomopt/optimizers/detail/stiefel_stepper.hpp"
+#include "geomopt/manifolds/detail/dense_kernels.hpp"
+#include "geomopt/optimizers/detail/manifold_stepper.hpp"
 
 namespace {
 
@@ -59,19 +59,6 @@ void fill_normal(X& x, geomopt::Rng& rng, double scale) {
 const char* policy_name(SectionPolicy p) { return p == SectionPolicy::recomputed ? "recomputed" : "transported"; }
 const char* retraction_name(Retraction r) { return r == Retraction::cayley ? "cayley" : "geodesic"; }
 
-// The stepper's coordinates of SO(3) are A's packed entries (A(1, 0), A(2, 0), A(2, 1)) = (z, -y, x), the API's the
-// rotation vector (x, y, z): this map, its own inverse, converts between them; other manifolds share one order.
-template <class M, class V>
-V stepper_order(const V& v) {
-  if constexpr (std::is_same_v<M, SpecialOrthogonal<typename M::Scalar>>) {
-    if (v.size() == 3) {
-      V out(3);
-      out << v[2], -v[1], v[0];
-      return out;
-    }
-  }
-  return v;
-}
 
 // Five lift/retract steps of the stepper next to the same steps of the manifolds API from the same start.
 template <class M>
@@ -94,7 +81,7 @@ void check_chain(const M& start, SectionPolicy policy, Retraction r, geomopt::Rn
     typename M::value_type g = x.value();
     fill_normal(g, rng, 1.0);
     const auto xi = policy == SectionPolicy::transported ? geomopt::lift(x, section, g) : geomopt::lift(x, g);
-    const Vec<T> expected = stepper_order<M>(Vec<T>(geomopt::ptree::flatten(xi)));
+    const Vec<T> expected = Vec<T>(geomopt::ptree::flatten(xi));
     {
       alloc_count::Window window;
       stepper->lift(y.data(), g.data(), coords.data());
@@ -105,7 +92,7 @@ void check_chain(const M& start, SectionPolicy policy, Retraction r, geomopt::Rn
     // Updates of norm 0.5 to 2.5: the exponential scales and squares, the Cayley transform is far from I.
     fill_normal(u, rng, (0.5 + 0.5 * step) / std::sqrt(std::max<double>(1.0, static_cast<double>(u.size()))));
     auto eta = xi;
-    geomopt::ptree::unflatten_into(eta, stepper_order<M>(u));
+    geomopt::ptree::unflatten_into(eta, u);
     if (policy == SectionPolicy::transported) {
       geomopt::retract(x, section, eta, r);
     } else {
@@ -166,7 +153,7 @@ TEST_CASE("the allocation counter sees operator new, Eigen's allocations, and a 
   }
   {
     alloc_count::Window window;
-    geomopt::detail::stepping::product<double>(c, a, b);  // the same product, tiled for the stack
+    geomopt::detail::dense_product<double>(c, a, b);  // the same product, tiled for the stack
     none = window.count();
   }
   alloc_count::report = true;

@@ -46,7 +46,9 @@
 
 #include "geomopt/manifolds/common.hpp"
 #include "geomopt/manifolds/detail/dense_kernels.hpp"
+#include "geomopt/manifolds/detail/householder_blocked.hpp"
 #include "geomopt/manifolds/detail/matrix_functions.hpp"
+#include "geomopt/manifolds/detail/stiefel_cayley.hpp"
 #include "geomopt/manifolds/detail/stiefel_kernel.hpp"
 #include "geomopt/manifolds/global_section.hpp"
 
@@ -85,6 +87,12 @@ class StiefelFamilyWorkspace {
     f_.resize(m, m);
     qr_y_.resize(N_, n_);
     tau_y_.resize(n_);
+    if constexpr (kBlocked) {
+      if (policy == SectionPolicy::recomputed) {
+        fast_.house = BlockedHouseholder<T>(N_, n_, n_);
+        fast_.schur = StiefelCayleySchur<T>(n_, rest_);
+      }
+    }
     if (policy == SectionPolicy::transported) {
       lambda_ = Matrix::Identity(N_, N_);
       if (y0 != nullptr && n_ > 0) {
@@ -126,7 +134,7 @@ class StiefelFamilyWorkspace {
     } else {
       factor_point(y);
       z_ = gm;
-      apply_householder_q(z_, qr_y_, tau_y_.data(), n_, true);
+      apply_section_transpose(z_);
     }
     if constexpr (M::kSkewBlock) {
       for (Eigen::Index i = 1; i < n_; ++i) {
@@ -151,7 +159,7 @@ class StiefelFamilyWorkspace {
       dense_product<T>(um, lambda_, z_);
     } else {
       factor_point(y);
-      apply_householder_q(um, qr_y_, tau_y_.data(), n_, false);
+      apply_section(um);
     }
   }
 
@@ -166,6 +174,19 @@ class StiefelFamilyWorkspace {
     if (n_ == 0) return;
     MatrixMap ym(y, N_, n_);
     if (policy_ == SectionPolicy::recomputed && !factored_) factor_point(y);
+    if constexpr (kBlocked) {
+      // Cayley from a recomputed section: the n x n Schur complement of the core gives the local point without the
+      // QR of B and the 2n x 2n solve (detail/stiefel_cayley.hpp), whenever its bound proves the core below the
+      // spectral threshold; otherwise the core below decides the rule exactly.
+      if (policy_ == SectionPolicy::recomputed && r == Retraction::cayley) {
+        unpack_skew(c, s_.topLeftCorner(n_, n_));
+        if (fast_.schur.local_point(s_.topLeftCorner(n_, n_), ConstMatrixMap(c + skew_size(), rest_, n_), ym)) {
+          apply_section(ym);
+          factored_ = false;
+          return;
+        }
+      }
+    }
     factor_step(c);
     skew_core_function<T>(core_, s_, r, f_);
     if (policy_ == SectionPolicy::recomputed) {
@@ -176,7 +197,7 @@ class StiefelFamilyWorkspace {
         ym.bottomRows(rest_ - k_).setZero();
         apply_householder_q(ym.bottomRows(rest_), b_, tau_b_.data(), k_, false);
       }
-      apply_householder_q(ym, qr_y_, tau_y_.data(), n_, false);
+      apply_section(ym);
       factored_ = false;
       return;
     }
@@ -207,11 +228,15 @@ class StiefelFamilyWorkspace {
       } else {
         factor_point(x);
         z = ym;
-        apply_householder_q(z, qr_y_, tau_y_.data(), n_, true);
+        apply_section_transpose(z);
       }
       if constexpr (!M::kSkewBlock) {
         MatrixMap(c, rest_, n_) = inverse_grassmann_block(z, n_, r);
       } else {
+        // The logarithm assumes y on the manifold: a y off it (Ceres differentiates Minus in every ambient direction)
+        // is first replaced by its nearest point, which moves nothing tangent at y = x, so the derivative there is the
+        // left inverse of to_ambient the contract asks for. The Cayley inverse is rational and has it as it is.
+        if (r == Retraction::geodesic) z = polar_factor<T>(z, M::kRotation);
         auto [a, b] = r == Retraction::geodesic ? inverse_geodesic_blocks(z, n_, "inverse_retract (geodesic)")
                                                 : inverse_cayley_blocks(z, n_);
         for (Eigen::Index i = 1; i < n_; ++i) {
@@ -257,7 +282,8 @@ class StiefelFamilyWorkspace {
 
   std::size_t workspace_bytes() const noexcept {
     return bytes_of(z_) + bytes_of(b_) + bytes_of(tau_b_) + bytes_of(s_) + bytes_of(f_) + bytes_of(qr_y_) +
-           bytes_of(tau_y_) + bytes_of(q_) + bytes_of(lw_) + bytes_of(h_) + bytes_of(fm_) + core_.bytes();
+           bytes_of(tau_y_) + bytes_of(q_) + bytes_of(lw_) + bytes_of(h_) + bytes_of(fm_) + core_.bytes() +
+           fast_bytes();
   }
 
  private:
@@ -286,10 +312,43 @@ class StiefelFamilyWorkspace {
 
   // The recomputed section at y: the Householder QR of y by the section's reflectors (lambda = Q; R's diagonal is
   // nonnegative, see section_reflector).
+  // Floating-point scalars factor a recomputed section in blocks (BlockedHouseholder: the same reflectors, compact
+  // WY); a transported section's start and dual numbers take the unblocked QR.
   void factor_point(const T* y) {
+    if constexpr (kBlocked) {
+      if (policy_ == SectionPolicy::recomputed) {
+        fast_.house.factor(ConstMatrixMap(y, N_, n_));
+        factored_ = true;
+        return;
+      }
+    }
     qr_y_ = ConstMatrixMap(y, N_, n_);
     householder_qr_in_place(qr_y_, tau_y_.data(), ReflectorConvention::section);
     factored_ = true;
+  }
+
+  // x <- lambda x and x <- lambda^T x for the recomputed section factored by factor_point.
+  template <class X>
+  void apply_section(X&& x) {
+    if constexpr (kBlocked) {
+      if (policy_ == SectionPolicy::recomputed) return fast_.house.apply(x);
+    }
+    apply_householder_q(x, qr_y_, tau_y_.data(), n_, false);
+  }
+  template <class X>
+  void apply_section_transpose(X&& x) {
+    if constexpr (kBlocked) {
+      if (policy_ == SectionPolicy::recomputed) return fast_.house.apply_transpose(x);
+    }
+    apply_householder_q(x, qr_y_, tau_y_.data(), n_, true);
+  }
+
+  std::size_t fast_bytes() const noexcept {
+    if constexpr (kBlocked) {
+      return fast_.house.bytes() + fast_.schur.bytes();
+    } else {
+      return 0;
+    }
   }
 
   // The core S = [A, -R^T; R, 0] of the coordinates c, with B = Q_B [R; 0] (Q_B's reflectors left in b_, tau_b_).
@@ -311,6 +370,14 @@ class StiefelFamilyWorkspace {
     }
   }
 
+  // The blocked kernels of the recomputed section (float and double; a ceres::Jet keeps the unblocked ones).
+  static constexpr bool kBlocked = std::is_floating_point_v<T>;
+  struct FastKernels {
+    BlockedHouseholder<T> house;
+    StiefelCayleySchur<T> schur{0, 0};
+  };
+  struct NoFastKernels {};
+
   SectionPolicy policy_;
   bool factored_ = false;
   Eigen::Index N_, n_, rest_, k_;
@@ -323,6 +390,7 @@ class StiefelFamilyWorkspace {
   Vector tau_y_;
   Matrix lambda_;           // transported: the dense section
   Matrix q_, lw_, h_, fm_;  // transported: Q_B [I; 0], lambda W, (lambda W)(F - I), F - I
+  std::conditional_t<kBlocked, FastKernels, NoFastKernels> fast_;
 };
 
 }  // namespace geomopt::detail

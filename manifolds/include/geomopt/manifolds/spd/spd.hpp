@@ -59,7 +59,11 @@ class SPD : public detail::PointBase<T, detail::Mat<T>> {
   using Tangent = ScaledSymmetricMatrix<T>;
   static constexpr const char* kName = "SPD";
   static constexpr bool kCompact = false;
-  static constexpr std::array<Retraction, 2> kRetractions{Retraction::second_order, Retraction::geodesic};
+  /// The exponential map first: its inverse, the logarithm, reaches every point (the second-order retraction's
+  /// reaches only y > x / 2 in the Loewner order), which solvers and Ceres's Minus rely on. `cayley` is the
+  /// deprecated name of second_order, listed so that code asking for it keeps working.
+  static constexpr std::array<Retraction, 3> kRetractions{Retraction::geodesic, Retraction::second_order,
+                                                          Retraction::cayley};
   class Workspace;
 
   SPD() = default;
