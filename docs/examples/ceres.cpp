@@ -95,7 +95,7 @@ int run() {
     options.gradient_tolerance = 1e-12;
     ceres::Solver::Summary summary;
     // snippet-begin: tree_blocks
-    geomopt::CeresTreeBlocks<Model<double>> blocks(model);      // CeresTreeOptions{.stiefel_family, .spd} retractions
+    geomopt::CeresTreeBlocks<Model<double>> blocks(model);      // CeresTreeOptions{.retraction}: each leaf's default
     ceres::Problem problem;
     blocks.add_to(problem);                                      // AddParameterBlock + SetManifold for each leaf
     problem.AddResidualBlock(blocks.autodiff_cost(residuals, num_residuals), nullptr, blocks.parameter_blocks());

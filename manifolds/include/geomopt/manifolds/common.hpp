@@ -12,6 +12,19 @@ namespace geomopt {
 /// retraction X + U + U X^-1 U / 2 (SPD also accepts `cayley` for it, a deprecated name kept for existing code).
 enum class Retraction { cayley, geodesic, second_order };
 
+/// The retraction's name as code writes it: "cayley", "geodesic", "second_order".
+inline const char* retraction_name(Retraction r) noexcept {
+  switch (r) {
+    case Retraction::cayley:
+      return "cayley";
+    case Retraction::geodesic:
+      return "geodesic";
+    case Retraction::second_order:
+      return "second_order";
+  }
+  return "retraction";
+}
+
 /// How a section kept between steps follows its point.
 ///   recomputed:  rebuilt from the new point after each retraction (Householder reflectors, O(N n) memory). The
 ///                frame of the complement jumps from step to step.

@@ -57,6 +57,7 @@
 #include <array>
 #include <concepts>
 #include <cstddef>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -115,6 +116,17 @@ constexpr bool supports(Retraction r) {
 template <Manifold M>
 constexpr Retraction default_retraction() {
   return std::remove_cvref_t<M>::kRetractions[0];
+}
+
+/// "<kName> has no <r> retraction; it supports <its list>": the reason of an error that asks M for a retraction it
+/// lacks.
+template <Manifold M>
+std::string missing_retraction(Retraction r) {
+  std::string list;
+  for (Retraction s : std::remove_cvref_t<M>::kRetractions)
+    list += std::string(list.empty() ? "" : ", ") + retraction_name(s);
+  return std::string(std::remove_cvref_t<M>::kName) + " has no " + retraction_name(r) + " retraction; it supports " +
+         list;
 }
 
 }  // namespace geomopt

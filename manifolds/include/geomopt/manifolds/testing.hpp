@@ -247,18 +247,6 @@ std::string scalar_name() {
   }
 }
 
-inline const char* retraction_name(Retraction r) {
-  switch (r) {
-    case Retraction::cayley:
-      return "cayley";
-    case Retraction::geodesic:
-      return "geodesic";
-    case Retraction::second_order:
-      return "second_order";
-  }
-  return "retraction";
-}
-
 inline const char* policy_name(SectionPolicy p) {
   return p == SectionPolicy::recomputed ? "recomputed" : "transported";
 }
@@ -858,7 +846,7 @@ Report check_manifold(const M& x, const Options& options = {}) {
   for (const Retraction r : options.retractions)
     if (!supports<M>(r))
       throw std::invalid_argument(std::string("geomopt::testing::check_manifold: ") + M::kName +
-                                  " does not implement " + detail::retraction_name(r));
+                                  " does not implement " + retraction_name(r));
   return detail::Suite<M>(x, options).run();
 }
 

@@ -24,18 +24,6 @@
 
 namespace geomopt::detail {
 
-inline const char* ceres_retraction_name(Retraction r) {
-  switch (r) {
-    case Retraction::cayley:
-      return "cayley";
-    case Retraction::geodesic:
-      return "geodesic";
-    case Retraction::second_order:
-      return "second_order";
-  }
-  return "unknown";
-}
-
 // Ceres's interfaces return false on failure; geomopt's functions throw (a point off the workspace's domain, a
 // target out of the retraction's reach). The exception must not cross Ceres's frames.
 template <class F>
@@ -67,12 +55,7 @@ class ContractCeresKernel {
   /// points (the workspace's check) or when Ceres's int sizes cannot hold the block.
   ContractCeresKernel(Eigen::Index rows, Eigen::Index cols, Retraction r) : rows_(rows), cols_(cols), r_(r) {
     const std::string who = std::string("CeresManifold<") + Point::kName + ">";
-    if (!supports<Point>(r)) {
-      std::string list;
-      for (Retraction s : Point::kRetractions) list += std::string(list.empty() ? "" : ", ") + ceres_retraction_name(s);
-      throw std::invalid_argument(who + ": " + Point::kName + " has no " + ceres_retraction_name(r) +
-                                  " retraction; it supports " + list);
-    }
+    if (!supports<Point>(r)) throw std::invalid_argument(who + ": " + missing_retraction<Point>(r));
     // rows cols is checked by division (it could overflow Eigen::Index), before anything is allocated for it.
     if (rows < 0 || cols < 0 || (cols > 0 && rows > std::numeric_limits<int>::max() / cols))
       throw std::invalid_argument(who + ": a " + std::to_string(rows) + "x" + std::to_string(cols) +

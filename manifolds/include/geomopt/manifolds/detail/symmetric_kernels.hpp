@@ -19,6 +19,8 @@
 #include <cstddef>
 #include <type_traits>
 
+#include "geomopt/manifolds/detail/dense_kernels.hpp"
+
 namespace geomopt::detail {
 
 /// The Jacobi eigendecomposition of a symmetric n x n matrix, on buffers made once.
@@ -104,7 +106,7 @@ class SymmetricEigen {
   void function(F&& f, Out&& out) {
     const Eigen::Index n = a_.rows();
     for (Eigen::Index j = 0; j < n; ++j) tmp_.col(j) = v_.col(j) * T(f(d_[j]));
-    out.noalias() = tmp_ * v_.transpose();
+    dense_product<T>(out, tmp_, ProductOp::plain, v_, ProductOp::transposed, T(1), false);
   }
 
  private:

@@ -43,6 +43,7 @@
 
 #include "geomopt/manifolds/common.hpp"
 #include "geomopt/manifolds/contract.hpp"
+#include "geomopt/manifolds/detail/dense_kernels.hpp"
 #include "geomopt/manifolds/detail/matrix_functions.hpp"
 #include "geomopt/manifolds/detail/point.hpp"
 #include "geomopt/manifolds/detail/stiefel_kernel.hpp"
@@ -198,8 +199,8 @@ class SPD<T>::Workspace {
     prepare(y, true);
     const Eigen::Map<const Matrix> gm(g, n_, n_);
     sym_ = (gm + gm.transpose()) * T(0.5);
-    tmp_.noalias() = f_.transpose() * sym_;
-    w_.noalias() = tmp_ * f_;
+    detail::dense_product<T>(tmp_, f_, detail::ProductOp::transposed, sym_, detail::ProductOp::plain, T(1), false);
+    detail::dense_product<T>(w_, tmp_, f_);
     detail::svec_of(w_, c);
   }
 
@@ -208,8 +209,9 @@ class SPD<T>::Workspace {
     if (n_ == 0) return;
     prepare(y, true);
     detail::smat_of(c, w_);
-    tmp_.noalias() = f_ * w_;
-    Eigen::Map<Matrix>(u, n_, n_).noalias() = tmp_ * f_.transpose();
+    detail::dense_product<T>(tmp_, f_, w_);
+    Eigen::Map<Matrix> um(u, n_, n_);
+    detail::dense_product<T>(um, tmp_, detail::ProductOp::plain, f_, detail::ProductOp::transposed, T(1), false);
   }
 
   /// y <- sym(F M F^T), M the core of the step (top of this file); never throws: a y that is not positive definite
@@ -241,7 +243,7 @@ class SPD<T>::Workspace {
           if (transported) eig_.function([&](T v) { return std::sqrt(core(v)); }, root_);
         }
       } else {
-        m_.noalias() = w_ * w_;
+        detail::dense_product<T>(m_, w_, w_);
         m_ = m_ * T(0.5) + w_;
         m_.diagonal().array() += T(1);
       }
@@ -259,11 +261,11 @@ class SPD<T>::Workspace {
         }
       }
     }
-    tmp_.noalias() = f_ * m_;
-    sym_.noalias() = tmp_ * f_.transpose();
+    detail::dense_product<T>(tmp_, f_, m_);
+    detail::dense_product<T>(sym_, tmp_, detail::ProductOp::plain, f_, detail::ProductOp::transposed, T(1), false);
     ym = (sym_ + sym_.transpose()) * T(0.5);
     if (transported) {
-      tmp_.noalias() = f_ * root_;
+      detail::dense_product<T>(tmp_, f_, root_);
       f_ = tmp_;  // copied, not swapped: section_data() keeps pointing at f_
     } else {
       factored_ = false;

@@ -24,29 +24,12 @@ namespace geomopt::detail {
 template <class L>
 concept manifold_leaf = Manifold<L>;
 
-inline const char* retraction_name(Retraction r) {
-  switch (r) {
-    case Retraction::cayley:
-      return "cayley";
-    case Retraction::geodesic:
-      return "geodesic";
-    case Retraction::second_order:
-      return "second_order";
-  }
-  return "unknown";
-}
-
 /// The retraction a manifold leaf at `path` steps with: `asked` when set (std::invalid_argument when the manifold
 /// lacks it), else the manifold's default.
 template <manifold_leaf L>
 Retraction leaf_retraction(const std::string& path, std::optional<Retraction> asked) {
   if (!asked.has_value()) return default_retraction<L>();
-  if (!supports<L>(*asked)) {
-    std::string list;
-    for (Retraction s : L::kRetractions) list += std::string(list.empty() ? "" : ", ") + retraction_name(s);
-    throw std::invalid_argument(path + ": " + L::kName + " has no " + retraction_name(*asked) +
-                                " retraction; it supports " + list);
-  }
+  if (!supports<L>(*asked)) throw std::invalid_argument(path + ": " + missing_retraction<L>(*asked));
   return *asked;
 }
 
