@@ -245,7 +245,6 @@ double percentile(std::vector<double> v, double q) {
 }
 
 const char* policy_name(SectionPolicy p) { return p == SectionPolicy::recomputed ? "recomputed" : "transported"; }
-const char* retraction_name(Retraction r) { return r == Retraction::cayley ? "cayley" : "geodesic"; }
 
 template <class Problem>
 void convergence_rows(int seeds, bool per_seed) {

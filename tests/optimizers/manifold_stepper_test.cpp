@@ -57,7 +57,6 @@ void fill_normal(X& x, geomopt::Rng& rng, double scale) {
 }
 
 const char* policy_name(SectionPolicy p) { return p == SectionPolicy::recomputed ? "recomputed" : "transported"; }
-const char* retraction_name(Retraction r) { return r == Retraction::cayley ? "cayley" : "geodesic"; }
 
 
 // Five lift/retract steps of the stepper next to the same steps of the manifolds API from the same start.

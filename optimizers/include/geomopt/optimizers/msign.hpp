@@ -158,7 +158,7 @@ void newton_schulz(M& m, const MsignOptions& o, Eigen::Matrix<T, -1, -1>& other,
   }
   m *= scale;
   // Two buffers of M's shape take turns: `cur` holds X, the step writes into the other.
-  st::Destination<T> bufs[2] = {st::Destination<T>(m), st::Destination<T>(other)};
+  DenseDestination<T> bufs[2] = {DenseDestination<T>(m), DenseDestination<T>(other)};
   int cur = 0;
   auto step = [&](T a, T b, T c) {
     auto& x = bufs[cur];
