@@ -29,7 +29,7 @@ using VecD = Eigen::VectorXd;
 static_assert(geomopt::Manifold<SPD<double>>);
 static_assert(geomopt::Manifold<SPD<float>>);
 static_assert(!SPD<double>::kCompact);
-static_assert(geomopt::default_retraction<SPD<double>>() == Retraction::second_order);
+static_assert(geomopt::default_retraction<SPD<double>>() == Retraction::geodesic);
 static_assert(geomopt::supports<SPD<float>>(Retraction::geodesic));
 
 namespace {

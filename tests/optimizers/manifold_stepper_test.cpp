@@ -58,7 +58,6 @@ void fill_normal(X& x, geomopt::Rng& rng, double scale) {
 
 const char* policy_name(SectionPolicy p) { return p == SectionPolicy::recomputed ? "recomputed" : "transported"; }
 
-
 // Five lift/retract steps of the stepper next to the same steps of the manifolds API from the same start.
 template <class M>
 void check_chain(const M& start, SectionPolicy policy, Retraction r, geomopt::Rng& rng) {

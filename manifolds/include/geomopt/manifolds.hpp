@@ -3,14 +3,14 @@
 // (docs/manifolds.md). A manifold joins by one include line below.
 #pragma once
 
-#include "geomopt/manifolds/common.hpp"
-#include "geomopt/manifolds/contract.hpp"
 #include "geomopt/manifolds/api.hpp"
 #include "geomopt/manifolds/borrowed.hpp"
-#include "geomopt/manifolds/packed.hpp"
-#include "geomopt/manifolds/lie_alg_hor.hpp"
+#include "geomopt/manifolds/common.hpp"
+#include "geomopt/manifolds/contract.hpp"
 #include "geomopt/manifolds/global_section.hpp"
-#include "geomopt/manifolds/stiefel.hpp"
-#include "geomopt/manifolds/spd.hpp"
-#include "geomopt/manifolds/oblique/oblique.hpp"
+#include "geomopt/manifolds/lie_alg_hor.hpp"
 #include "geomopt/manifolds/lorentz/lorentz.hpp"
+#include "geomopt/manifolds/oblique/oblique.hpp"
+#include "geomopt/manifolds/packed.hpp"
+#include "geomopt/manifolds/spd.hpp"
+#include "geomopt/manifolds/stiefel.hpp"

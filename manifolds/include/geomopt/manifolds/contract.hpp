@@ -122,11 +122,14 @@ constexpr Retraction default_retraction() {
 /// lacks.
 template <Manifold M>
 std::string missing_retraction(Retraction r) {
-  std::string list;
-  for (Retraction s : std::remove_cvref_t<M>::kRetractions)
-    list += std::string(list.empty() ? "" : ", ") + retraction_name(s);
-  return std::string(std::remove_cvref_t<M>::kName) + " has no " + retraction_name(r) + " retraction; it supports " +
-         list;
+  std::string out = std::remove_cvref_t<M>::kName;
+  out.append(" has no ").append(retraction_name(r)).append(" retraction; it supports ");
+  const char* separator = "";
+  for (Retraction s : std::remove_cvref_t<M>::kRetractions) {
+    out.append(separator).append(retraction_name(s));
+    separator = ", ";
+  }
+  return out;
 }
 
 }  // namespace geomopt

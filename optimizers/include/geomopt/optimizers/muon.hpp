@@ -388,11 +388,14 @@ class StiefelMuonDirection {
     // W sym(.) for a tangent A). Near a stationary point U is almost all normal to the manifold, and the Gram matrix
     // of U + W X formed from U itself would cancel O(|U|^2) terms down to O(|tangent part|^2), losing all accuracy
     // once the tangent part is 1e-6 of U (measured on Brockett's cost: 100 iterations without convergence).
-    detail::dense_product<double>(core_.k(), wd_, detail::ProductOp::transposed, ud_, detail::ProductOp::plain, 1.0, false);
+    detail::dense_product<double>(core_.k(), wd_, detail::ProductOp::transposed, ud_, detail::ProductOp::plain, 1.0,
+                                  false);
     sym_ = 0.5 * (core_.k() + core_.k().transpose());
     detail::dense_product<double>(ud_, wd_, detail::ProductOp::plain, sym_, detail::ProductOp::plain, -1.0, true);
-    detail::dense_product<double>(core_.k(), wd_, detail::ProductOp::transposed, ud_, detail::ProductOp::plain, 1.0, false);
-    detail::dense_product<double>(core_.s0(), ud_, detail::ProductOp::transposed, ud_, detail::ProductOp::plain, 1.0, false);
+    detail::dense_product<double>(core_.k(), wd_, detail::ProductOp::transposed, ud_, detail::ProductOp::plain, 1.0,
+                                  false);
+    detail::dense_product<double>(core_.s0(), ud_, detail::ProductOp::transposed, ud_, detail::ProductOp::plain, 1.0,
+                                  false);
     warm = warm && multiplier != nullptr;
     if (warm) core_.x() = Eigen::Map<const detail::Mat<T>>(multiplier, n_, n_).template cast<double>();
     StiefelMuonReport rep = core_.solve(o, duals, warm);
@@ -417,7 +420,8 @@ class StiefelMuonDirection {
       eig.compute(r_, Eigen::EigenvaluesOnly);
       const double top = eig.eigenvalues()(n_ - 1);
       if (top > 0) scale = 1 / std::sqrt(top);
-      detail::dense_product<double>(r_, wd_, detail::ProductOp::transposed, ud_, detail::ProductOp::plain, scale, false);
+      detail::dense_product<double>(r_, wd_, detail::ProductOp::transposed, ud_, detail::ProductOp::plain, scale,
+                                    false);
       rep.residual = (r_ + r_.transpose()).norm();
       rep.projected = true;
     }
@@ -866,8 +870,7 @@ class BasicMuon {
         if (rec.stiefel && std::isfinite(sq)) {
           auto& z = st.work_[r]->z;
           const Eigen::Map<const detail::Mat<T>> w(ptr.p, rec.rows, rec.cols);
-          detail::dense_product<T>(z, w, detail::ProductOp::transposed, g, detail::ProductOp::plain, T(1),
-                                       false);
+          detail::dense_product<T>(z, w, detail::ProductOp::transposed, g, detail::ProductOp::plain, T(1), false);
           // Lazy expressions: no temporary in the step.
           sq += -z.template cast<double>().squaredNorm() +
                 0.5 * (z - z.transpose()).template cast<double>().squaredNorm();
@@ -986,7 +989,8 @@ class BasicMuon {
       // Y = W - lr A, then W = Y (Y^T Y)^-1/2 with the Gram matrix formed and decomposed in double.
       w.u = ym - lr * w.a;
       w.yd = w.u.template cast<double>();
-      detail::dense_product<double>(w.gram, w.yd, detail::ProductOp::transposed, w.yd, detail::ProductOp::plain, 1.0, false);
+      detail::dense_product<double>(w.gram, w.yd, detail::ProductOp::transposed, w.yd, detail::ProductOp::plain, 1.0,
+                                    false);
       w.eig.compute(w.gram);
       const auto& lambda = w.eig.eigenvalues();
       const auto& q = w.eig.eigenvectors();

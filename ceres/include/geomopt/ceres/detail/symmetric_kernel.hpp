@@ -33,7 +33,6 @@ inline void require_square_block_fits(const char* who, Eigen::Index n) {
                                 std::to_string(std::numeric_limits<int>::max()) + "); need n <= 46340");
 }
 
-
 // The scaled symmetric ("svec") coordinates shared by SPD and SymmetricMatrix: coordinate k = i(i+1)/2 + j (i >= j)
 // is W(i, i) on the diagonal and sqrt(2) W(i, j) off it, so that delta . delta' = tr(W W').
 // f(k, i, j, weight) with weight the dense entry per unit coordinate: 1 on the diagonal, 1/sqrt(2) off it.
@@ -55,7 +54,6 @@ inline void svec_congruence_jacobian(const Mat<double>& f, double* jacobian) {
       for (Eigen::Index r = 0; r < n; ++r) J(c * n + r, k) = scale * (f(r, i) * f(c, j) + f(r, j) * f(c, i));
   });
 }
-
 
 // A dense n x n block constrained to be symmetric: a linear subspace, with svec coordinates (orthonormal for the
 // Frobenius inner product), so Plus is exact addition and Minus exact subtraction:

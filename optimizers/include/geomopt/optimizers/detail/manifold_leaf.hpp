@@ -18,7 +18,6 @@
 #include "geomopt/manifolds/contract.hpp"
 #include "geomopt/optimizers/detail/manifold_stepper.hpp"
 
-
 namespace geomopt::detail {
 
 template <class L>
