@@ -234,9 +234,11 @@ class StiefelFamilyWorkspace {
         MatrixMap(c, rest_, n_) = inverse_grassmann_block(z, n_, r);
       } else {
         // The logarithm assumes y on the manifold: a y off it (Ceres differentiates Minus in every ambient direction)
-        // is first replaced by its nearest point, which moves nothing tangent at y = x, so the derivative there is the
-        // left inverse of to_ambient the contract asks for. The Cayley inverse is rational and has it as it is.
-        if (r == Retraction::geodesic) z = polar_factor<T>(z, M::kRotation);
+        // is first replaced by its orthonormal polar factor, which moves nothing tangent at y = x, so the derivative
+        // there is the left inverse of to_ambient the contract asks for. The factor keeps the sign of the
+        // determinant, so a reflection stays out of SO(n)'s reach. The Cayley inverse is rational and has that
+        // derivative as it is.
+        if (r == Retraction::geodesic) z = polar_factor<T>(z, false);
         auto [a, b] = r == Retraction::geodesic ? inverse_geodesic_blocks(z, n_, "inverse_retract (geodesic)")
                                                 : inverse_cayley_blocks(z, n_);
         for (Eigen::Index i = 1; i < n_; ++i) {
