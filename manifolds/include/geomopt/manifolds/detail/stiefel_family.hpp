@@ -236,9 +236,12 @@ class StiefelFamilyWorkspace {
         // The logarithm assumes y on the manifold: a y off it (Ceres differentiates Minus in every ambient direction)
         // is first replaced by its orthonormal polar factor, which moves nothing tangent at y = x, so the derivative
         // there is the left inverse of to_ambient the contract asks for. The factor keeps the sign of the
-        // determinant, so a reflection stays out of SO(n)'s reach. The Cayley inverse is rational and has that
+        // determinant, so a reflection stays out of SO(n)'s reach; a y on the manifold to rounding is left exact,
+        // so that a half turn keeps its eigenvalue -1 and is refused. The Cayley inverse is rational and has that
         // derivative as it is.
-        if (r == Retraction::geodesic) z = polar_factor<T>(z, false);
+        if (r == Retraction::geodesic &&
+            orthonormality_defect<T>(z) > T(64) * std::numeric_limits<T>::epsilon() * T(std::sqrt(double(n_))))
+          z = polar_factor<T>(z, false);
         auto [a, b] = r == Retraction::geodesic ? inverse_geodesic_blocks(z, n_, "inverse_retract (geodesic)")
                                                 : inverse_cayley_blocks(z, n_);
         for (Eigen::Index i = 1; i < n_; ++i) {
