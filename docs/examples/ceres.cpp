@@ -16,7 +16,8 @@
 namespace docs_ceres {
 
 // snippet-begin: tree_blocks
-template <class T> struct Model {
+template <class T>
+struct Model {
   geomopt::Stiefel<T> frame;
   geomopt::SPD<T> covariance;
   Eigen::Matrix<T, Eigen::Dynamic, 1> offset;
@@ -26,7 +27,8 @@ template <class T> struct Model {
 struct Residuals {  // each leaf minus its target, written once for any scalar (double, ceres::Jet)
   Eigen::MatrixXd frame, covariance;
   Eigen::VectorXd offset;
-  template <class T> bool operator()(const Model<T>& m, T* residuals) const {
+  template <class T>
+  bool operator()(const Model<T>& m, T* residuals) const {
     int k = 0;
     for (Eigen::Index i = 0; i < frame.size(); ++i) residuals[k++] = m.frame.value()(i) - frame(i);
     for (Eigen::Index i = 0; i < covariance.size(); ++i) residuals[k++] = m.covariance.value()(i) - covariance(i);
@@ -58,7 +60,7 @@ int run() {
     }
     // snippet-begin: one_line
     // snippet-begin: readme
-    problem.SetManifold(Y, new geomopt::CeresManifold<geomopt::Stiefel<double>>(N, n));         // Y: N x n
+    problem.SetManifold(Y, new geomopt::CeresManifold<geomopt::Stiefel<double>>(N, n));  // Y: N x n
     // snippet-end: readme
     problem.SetManifold(R, new geomopt::CeresManifold<geomopt::SpecialOrthogonal<double>>(3));  // R: 3 x 3
     problem.SetManifold(u, new geomopt::CeresManifold<geomopt::Sphere<double>>(N));             // u: N
@@ -95,12 +97,12 @@ int run() {
     options.gradient_tolerance = 1e-12;
     ceres::Solver::Summary summary;
     // snippet-begin: tree_blocks
-    geomopt::CeresTreeBlocks<Model<double>> blocks(model);      // CeresTreeOptions{.retraction}: each leaf's default
+    geomopt::CeresTreeBlocks<Model<double>> blocks(model);  // CeresTreeOptions{.retraction}: each leaf's default
     ceres::Problem problem;
-    blocks.add_to(problem);                                      // AddParameterBlock + SetManifold for each leaf
+    blocks.add_to(problem);  // AddParameterBlock + SetManifold for each leaf
     problem.AddResidualBlock(blocks.autodiff_cost(residuals, num_residuals), nullptr, blocks.parameter_blocks());
     ceres::Solve(options, &problem, &summary);
-    blocks.write_to(model);                                      // or Model<double> fitted = blocks.tree();
+    blocks.write_to(model);  // or Model<double> fitted = blocks.tree();
     // snippet-end: tree_blocks
     std::printf("%s\n", summary.BriefReport().c_str());
     expect((model.frame.value() - residuals.frame).norm() < 1e-8 &&
