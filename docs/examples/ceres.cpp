@@ -13,6 +13,8 @@
 #include <cstddef>
 #include <cstdio>
 
+#include "expect.hpp"
+
 namespace docs_ceres {
 
 // snippet-begin: tree_blocks
@@ -39,13 +41,7 @@ struct Residuals {  // each leaf minus its target, written once for any scalar (
 
 // snippet-end: tree_blocks
 int run() {
-  int failures = 0;
-  auto expect = [&](bool ok, const char* what) {
-    if (!ok) {
-      std::printf("ceres: FAILED: %s\n", what);
-      ++failures;
-    }
-  };
+  geomopt_docs::Expect expect{"ceres"};
 
   {
     const int N = 7, n = 3;
@@ -110,7 +106,7 @@ int run() {
                (model.offset - residuals.offset).norm() < 1e-8 && geomopt::check(model.frame) < 1e-12,
            "every leaf reaches its target");
   }
-  return failures;
+  return expect.failures;
 }
 
 }  // namespace docs_ceres

@@ -6,10 +6,11 @@
 
 #include <Eigen/Core>
 #include <cmath>
-#include <cstdio>
 #include <iostream>
 #include <limits>
 #include <vector>
+
+#include "expect.hpp"
 
 namespace docs_concepts {
 
@@ -30,13 +31,7 @@ template <class T> struct Encoder {
 
 // snippet-end: tree
 int run() {
-  int failures = 0;
-  auto expect = [&](bool ok, const char* what) {
-    if (!ok) {
-      std::printf("concepts: FAILED: %s\n", what);
-      ++failures;
-    }
-  };
+  geomopt_docs::Expect expect{"concepts"};
   namespace pt = geomopt::ptree;
 
   geomopt::Rng rng(7);
@@ -102,7 +97,7 @@ int run() {
                report.non_finite_leaf != nullptr && *report.non_finite_leaf == "layers.0.weight",
            "a NaN gradient skips the step");
   }
-  return failures;
+  return expect.failures;
 }
 
 }  // namespace docs_concepts

@@ -10,9 +10,10 @@
 
 #include <Eigen/Core>
 #include <cstdint>
-#include <cstdio>
 #include <iostream>
 #include <variant>
+
+#include "expect.hpp"
 
 namespace docs_file_format {
 
@@ -24,13 +25,7 @@ struct Model {
 };
 
 int run() {
-  int failures = 0;
-  auto expect = [&](bool ok, const char* what) {
-    if (!ok) {
-      std::printf("file_format: FAILED: %s\n", what);
-      ++failures;
-    }
-  };
+  geomopt_docs::Expect expect{"file_format"};
   namespace pt = geomopt::ptree;
 
   geomopt::Rng rng(11);
@@ -88,7 +83,7 @@ int run() {
              "a dtype mismatch throws and leaves the tree unchanged");
     }
   }
-  return failures;
+  return expect.failures;
 }
 
 }  // namespace docs_file_format

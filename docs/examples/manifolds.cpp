@@ -7,18 +7,13 @@
 
 // snippet-end: readme
 #include <Eigen/Core>
-#include <cstdio>
+
+#include "expect.hpp"
 
 namespace docs_manifolds {
 
 int run() {
-  int failures = 0;
-  auto expect = [&](bool ok, const char* what) {
-    if (!ok) {
-      std::printf("manifolds: FAILED: %s\n", what);
-      ++failures;
-    }
-  };
+  geomopt_docs::Expect expect{"manifolds"};
 
   {
     const Eigen::MatrixXd egrad = 1e-2 * Eigen::MatrixXd::Random(1000, 16);  // a Euclidean gradient
@@ -45,7 +40,7 @@ int run() {
     const auto t = geomopt::SymmetricMatrix<double>::from_storage(Eigen::VectorXd::Random(15));
     expect(std::abs(g.dot(t.storage()) - dL_dS.cwiseProduct(t.dense()).sum()) < 1e-12, "pullback is the adjoint");
   }
-  return failures;
+  return expect.failures;
 }
 
 }  // namespace docs_manifolds

@@ -7,7 +7,8 @@
 
 // snippet-end: readme
 #include <Eigen/Core>
-#include <cstdio>
+
+#include "expect.hpp"
 
 namespace docs_optimizers {
 
@@ -53,13 +54,7 @@ double loss(const Net<double>& net, const Eigen::VectorXd& x, const Eigen::Vecto
 }
 
 int run() {
-  int failures = 0;
-  auto expect = [&](bool ok, const char* what) {
-    if (!ok) {
-      std::printf("optimizers: FAILED: %s\n", what);
-      ++failures;
-    }
-  };
+  geomopt_docs::Expect expect{"optimizers"};
 
   {
     geomopt::Rng rng(1);
@@ -135,7 +130,7 @@ int run() {
                state.nbytes() == (12 * 4 + 4 * 3 + 2 * 4 + 2 * (4 + 2)) * sizeof(double),
            "state: momentum for the frame and the two matrices, AdamW's two moments for the biases");
   }
-  return failures;
+  return expect.failures;
 }
 
 }  // namespace docs_optimizers

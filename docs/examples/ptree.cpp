@@ -8,11 +8,12 @@
 
 #include <Eigen/Core>
 #include <cmath>
-#include <cstdio>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
+
+#include "expect.hpp"
 
 namespace docs_ptree {
 
@@ -85,13 +86,7 @@ template <class T> struct Gaussian {
 // snippet-end: structured_leaf
 
 int run() {
-  int failures = 0;
-  auto expect = [&](bool ok, const char* what) {
-    if (!ok) {
-      std::printf("ptree: FAILED: %s\n", what);
-      ++failures;
-    }
-  };
+  geomopt_docs::Expect expect{"ptree"};
 
   {
     // snippet-begin: readme
@@ -165,7 +160,7 @@ int run() {
     expect(l.size() == 16 && l.leaves[1].path == "bias" && l.leaves[1].offset == 12 && t.bias == w.tail(4),
            "layout and flatten");
   }
-  return failures;
+  return expect.failures;
 }
 
 }  // namespace docs_ptree

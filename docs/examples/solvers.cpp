@@ -6,8 +6,9 @@
 
 #include <Eigen/Eigenvalues>
 #include <cmath>
-#include <cstdio>
 #include <iostream>
+
+#include "expect.hpp"
 
 namespace docs_solvers {
 
@@ -17,13 +18,7 @@ struct Brockett {
 };
 
 int run() {
-  int failures = 0;
-  auto expect = [&](bool ok, const char* what) {
-    if (!ok) {
-      std::printf("solvers: FAILED: %s\n", what);
-      ++failures;
-    }
-  };
+  geomopt_docs::Expect expect{"solvers"};
 
   geomopt::Rng rng(5);
   const Eigen::MatrixXd B = Eigen::MatrixXd::Random(20, 20);
@@ -62,7 +57,7 @@ int run() {
   std::cout << tr.BriefReport() << "\n";
   expect(std::abs(tr.final_cost - optimum) < 1e-8 * std::abs(optimum) && tr.num_hessian_evaluations > 0,
          "the trust region with the user's Hessian reaches the minimum");
-  return failures;
+  return expect.failures;
 }
 
 }  // namespace docs_solvers
