@@ -40,11 +40,7 @@ using geomopt::Retraction;
 using geomopt::SectionPolicy;
 
 Matrix gaussian(geomopt::Rng& rng, Eigen::Index rows, Eigen::Index cols) {
-  std::normal_distribution<double> normal;
-  Matrix m(rows, cols);
-  for (Eigen::Index j = 0; j < cols; ++j)
-    for (Eigen::Index i = 0; i < rows; ++i) m(i, j) = normal(rng);
-  return m;
+  return geomopt::detail::gaussian<double>(rng, rows, cols);
 }
 
 // Q diag(lambda) Q^T with Q Haar and lambda on a jittered grid of [lo, hi]: random, but with every spectral gap at

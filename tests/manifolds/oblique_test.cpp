@@ -46,12 +46,7 @@ using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
 template <class T>
 using Vec = Eigen::Matrix<T, Eigen::Dynamic, 1>;
 
-VecD gaussian(Rng& rng, Eigen::Index n) {
-  std::normal_distribution<double> normal;
-  VecD v(n);
-  for (Eigen::Index i = 0; i < n; ++i) v(i) = normal(rng);
-  return v;
-}
+VecD gaussian(Rng& rng, Eigen::Index n) { return geomopt::detail::gaussian<double>(rng, n, 1).col(0); }
 
 // The reference retraction of one column x along the ambient tangent u (x^T u = 0), by dense matrix functions.
 VecD reference_step(const VecD& x, const VecD& u, Retraction r) {

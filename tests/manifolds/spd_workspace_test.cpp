@@ -39,12 +39,7 @@ using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
 template <class T>
 using Vec = Eigen::Matrix<T, Eigen::Dynamic, 1>;
 
-VecD gaussian(Rng& rng, Eigen::Index n) {
-  std::normal_distribution<double> normal;
-  VecD v(n);
-  for (Eigen::Index i = 0; i < n; ++i) v(i) = normal(rng);
-  return v;
-}
+VecD gaussian(Rng& rng, Eigen::Index n) { return geomopt::detail::gaussian<double>(rng, n, 1).col(0); }
 
 double rel(const MatD& a, const MatD& b) { return (a - b).norm() / std::max(1.0, b.norm()); }
 

@@ -38,14 +38,7 @@ using geomopt::SectionPolicy;
 
 constexpr std::uint64_t kSeed = GEOMOPT_PROBLEMS_SEED;
 
-template <class T>
-Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> gaussian(geomopt::Rng& rng, Eigen::Index rows, Eigen::Index cols) {
-  std::normal_distribution<double> normal;
-  Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> m(rows, cols);
-  for (Eigen::Index j = 0; j < cols; ++j)
-    for (Eigen::Index i = 0; i < rows; ++i) m(i, j) = static_cast<T>(normal(rng));
-  return m;
-}
+using geomopt::detail::gaussian;  // standard normal entries, column by column, from a fresh distribution
 
 // Q diag(lambda) Q^T with Q Haar and lambda on a jittered grid of [lo, hi]. Random, but every spectral gap is at
 // least (hi - lo) / (2 n): how fast c and d converge depends on those gaps, and a draw with two nearly equal

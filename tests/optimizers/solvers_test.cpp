@@ -55,11 +55,7 @@ constexpr std::array<SolverMethod, 5> kMethods{SolverMethod::gradient_descent, S
 
 // Standard normal entries, column by column, from a fresh distribution.
 Matrix gaussian(geomopt::Rng& rng, Eigen::Index rows, Eigen::Index cols) {
-  std::normal_distribution<double> normal;
-  Matrix m(rows, cols);
-  for (Eigen::Index j = 0; j < cols; ++j)
-    for (Eigen::Index i = 0; i < rows; ++i) m(i, j) = normal(rng);
-  return m;
+  return geomopt::detail::gaussian<double>(rng, rows, cols);
 }
 
 // f(S) = V f(D) V^T for a symmetric S = V D V^T.
@@ -219,8 +215,8 @@ constexpr bool kSanitized = true;
 constexpr bool kSanitized = false;
 #endif
 bool slow_when_sanitized(SolverMethod m) {
-  return kSanitized && (m == SolverMethod::gradient_descent || m == SolverMethod::conjugate_gradient ||
-                        m == SolverMethod::bfgs);
+  return kSanitized &&
+         (m == SolverMethod::gradient_descent || m == SolverMethod::conjugate_gradient || m == SolverMethod::bfgs);
 }
 
 struct Brockett200 {
@@ -317,8 +313,7 @@ TEST_CASE("Rayleigh quotient on Sphere(1000): every method finds the smallest ei
     // The Riemannian gradient 2 (A x - (x^T A x) x) is twice the eigenvector residual.
     const double residual = (a * v - f * v).norm();
     INFO(summary.BriefReport());
-    INFO("f " << f << ", lambda_1 " << lambda[0] << ", relative error " << relative << ", |A x - f x| "
-              << residual);
+    INFO("f " << f << ", lambda_1 " << lambda[0] << ", relative error " << relative << ", |A x - f x| " << residual);
     MESSAGE(summary.BriefReport());
     CHECK(summary.termination_type == TerminationType::convergence);
     CHECK(relative <= 1e-10);
@@ -426,8 +421,7 @@ TEST_CASE("Karcher mean: the Euclidean gradient matches central differences alon
   for (int k = 0; k < 5; ++k) {
     const Matrix e0 = gaussian(rng, 5, 5);
     const Matrix e = (e0 + e0.transpose()) / 2;
-    const double fd =
-        central_difference([&](const Matrix& y) { return problem.evaluate(y, nullptr); }, x, e, 1e-6);
+    const double fd = central_difference([&](const Matrix& y) { return problem.evaluate(y, nullptr); }, x, e, 1e-6);
     const double exact = (g.array() * e.array()).sum();
     INFO("finite difference " << fd << ", <G, E> " << exact);
     CHECK(fd == doctest::Approx(exact).epsilon(1e-6).scale(problem.evaluate(x, nullptr)));
@@ -552,8 +546,9 @@ struct LowRank {
   }
 };
 
-TEST_CASE("|A - W1 W2^T A|_F on St(20, 3)^2: the gradient matches central differences, and BFGS and L-BFGS reach the "
-          "rank-3 error") {
+TEST_CASE(
+    "|A - W1 W2^T A|_F on St(20, 3)^2: the gradient matches central differences, and BFGS and L-BFGS reach the "
+    "rank-3 error") {
   geomopt::Rng rng(kSeed);
   const LowRank problem(rng);
   const Factors start{geomopt::Stiefel<double>::random_point(rng, 20, 3),
@@ -767,7 +762,8 @@ TEST_CASE("IsValid refuses each nonsense option by name, and minimize throws wit
       {"max_bfgs_dimension", [](SolverOptions& o) { o.max_bfgs_dimension = 0; }},
       {"initial_trust_region_radius", [](SolverOptions& o) { o.initial_trust_region_radius = -1; }},
       {"max_trust_region_radius", [](SolverOptions& o) { o.max_trust_region_radius = -1; }},
-      {"initial_trust_region_radius", [](SolverOptions& o) {
+      {"initial_trust_region_radius",
+       [](SolverOptions& o) {
          o.initial_trust_region_radius = 2;
          o.max_trust_region_radius = 1;
        }},
@@ -879,8 +875,9 @@ TEST_CASE("Callbacks see every iteration in order from 0, with a non-increasing 
     CHECK(in_order);
     CHECK(same);
     CHECK(worst_rise <= 1e-10);
-    if (first_rise > 0) CHECK(std::abs(seen[static_cast<std::size_t>(first_rise) - 1].cost - summary.final_cost) <=
-                              1e-10 * std::abs(summary.final_cost));
+    if (first_rise > 0)
+      CHECK(std::abs(seen[static_cast<std::size_t>(first_rise) - 1].cost - summary.final_cost) <=
+            1e-10 * std::abs(summary.final_cost));
     CHECK(seen.front().cost == summary.initial_cost);
     CHECK(seen.back().cost == summary.final_cost);
     CHECK(seen.back().gradient_norm == summary.final_gradient_norm);
@@ -888,8 +885,9 @@ TEST_CASE("Callbacks see every iteration in order from 0, with a non-increasing 
   }
 }
 
-TEST_CASE("A callback's terminate_successfully stops with user_success, abort with user_failure, x at the last "
-          "accepted iterate") {
+TEST_CASE(
+    "A callback's terminate_successfully stops with user_success, abort with user_failure, x at the last "
+    "accepted iterate") {
   geomopt::Rng rng(kSeed);
   const Brockett problem(rng, 20, 5);
   const auto start = geomopt::Stiefel<double>::random_point(rng, 20, 5);
@@ -897,10 +895,9 @@ TEST_CASE("A callback's terminate_successfully stops with user_success, abort wi
   for (const SolverMethod method : kMethods) {
     INFO(std::string(geomopt::to_string(method)));
     // Not structured bindings: INFO refers to stop_at from a lambda, which C++20 allows but clang 14 does not.
-    for (const auto& stop : {std::pair{3, CallbackReturnType::terminate_successfully},
-                             std::pair{2, CallbackReturnType::abort},
-                             std::pair{0, CallbackReturnType::terminate_successfully},
-                             std::pair{0, CallbackReturnType::abort}}) {
+    for (const auto& stop :
+         {std::pair{3, CallbackReturnType::terminate_successfully}, std::pair{2, CallbackReturnType::abort},
+          std::pair{0, CallbackReturnType::terminate_successfully}, std::pair{0, CallbackReturnType::abort}}) {
       const int stop_at = stop.first;
       const CallbackReturnType verdict = stop.second;
       const bool success = verdict == CallbackReturnType::terminate_successfully;
