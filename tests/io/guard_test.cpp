@@ -104,7 +104,7 @@ void check_guard(const std::string& good, const Tree& saved) {
         geomopt::io::load(data_file(name), u, {.strict = strict});
         FAIL("expected an Error");
       } catch (const geomopt::io::Error& e) {
-        CHECK_MESSAGE(std::string(e.what()).find("crashed the HDF5 library") != std::string::npos, e.what());
+        CHECK_MESSAGE(std::string(e.what()).find("crashed the HDF5 library") != std::string::npos, std::string(e.what()));
       }
       CHECK(iotest::snapshot(u) == before);
     }
