@@ -44,15 +44,19 @@ class Positive {
 
   static Tangent tangent_from(const Positive& x, const T* c) { return Eigen::Map<const Vector>(c, x.x_.size()); }
   static void coordinates_of(const Tangent& xi, T* c) { Eigen::Map<Vector>(c, xi.size()) = xi; }
+  // One coordinate per entry; the shape rule lives here and the workspace calls it.
+  static Eigen::Index tangent_size(Eigen::Index rows, Eigen::Index cols) {
+    if (rows < 0 || cols != 1)
+      throw std::invalid_argument(std::string(kName) + ": expected a vector (n x 1), got " + std::to_string(rows) +
+                                  "x" + std::to_string(cols));
+    return rows;
+  }
 
   // Every operation is entry-wise: no section to keep, no buffer to hold.
   class Workspace {
    public:
-    Workspace(Eigen::Index rows, Eigen::Index cols, geomopt::SectionPolicy, const T*) : n_(rows) {
-      if (rows < 0 || cols != 1)
-        throw std::invalid_argument(std::string(kName) + ": expected a vector (n x 1), got " + std::to_string(rows) +
-                                    "x" + std::to_string(cols));
-    }
+    Workspace(Eigen::Index rows, Eigen::Index cols, geomopt::SectionPolicy, const T*)
+        : n_(Positive::tangent_size(rows, cols)) {}
     Eigen::Index tangent_size() const noexcept { return n_; }
     double step_cost() const noexcept { return 30.0 * static_cast<double>(n_); }  // an exp per entry
 

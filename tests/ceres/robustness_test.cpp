@@ -1,5 +1,6 @@
 // The Ceres adapter at the edges: Minus at a half turn returns false (never true with NaN), Plus of a non-finite
-// delta returns false and of a huge finite one stays on the manifold, constructors refuse sizes Ceres's int cannot
+// delta or from a point outside the domain returns false, of a huge finite one stays on the manifold (or, where the
+// result overflows, is returned as computed), constructors refuse sizes Ceres's int cannot
 // hold, and CeresTreeBlocks::write_to matches leaves by shape, naming the path and both shapes, writing nothing.
 #include "ceres_doctest.hpp"
 
@@ -55,14 +56,14 @@ TEST_CASE("CeresManifold::Minus at a half turn returns false, near one the close
   const Eigen::Vector3d axis = Eigen::Vector3d(1, -2, 0.5).normalized();
   check_minus_refuses(CeresManifold<SpecialOrthogonal<double>>(3), MatrixXd::Identity(3, 3),
                       rotation3(axis, M_PI - 1e-9));
-  // pi - 1e-6 is answered: the coordinates are 2 tan(t / 2) times the axis (packed A(1,0), A(2,0), A(2,1)).
+  // pi - 1e-6 is answered: SO(3)'s coordinates are the rotation vector (x, y, z), here 2 tan(t / 2) times the axis.
   const double t = M_PI - 1e-6;
   const CeresManifold<SpecialOrthogonal<double>> so3(3);
   VectorXd out(3);
   const MatrixXd y = rotation3(axis, t), x = MatrixXd::Identity(3, 3);
   REQUIRE(so3.Minus(y.data(), x.data(), out.data()));
   const double scale = 2 * std::tan(t / 2);
-  const VectorXd expected = (VectorXd(3) << axis(2), -axis(1), axis(0)).finished() * scale;
+  const VectorXd expected = axis * scale;
   CHECK((out - expected).norm() <= 1e-8 * expected.norm());
 }
 
@@ -90,6 +91,14 @@ TEST_CASE("CeresManifold::Plus: a non-finite delta returns false, a huge finite 
       CHECK(std::abs(y.norm() - 1) < 1e-14);
     }
   }
+  // A step whose result overflows is returned as computed (Ceres's trust region rejects it by its cost, and a steep
+  // start's Plus(x, -gradient) must not end the solve); a point outside the domain is refused.
+  const CeresManifold<SPD<double>> spd(2);
+  const MatrixXd identity2 = MatrixXd::Identity(2, 2), indefinite = Eigen::Vector2d(1, -1).asDiagonal();
+  MatrixXd far(2, 2);
+  CHECK(spd.Plus(identity2.data(), Eigen::Vector3d(1e4, 0, 0).data(), far.data()));
+  CHECK_FALSE(far.allFinite());
+  CHECK_FALSE(spd.Plus(indefinite.data(), Eigen::Vector3d(1e4, 0, 0).data(), far.data()));
   // The sphere's closed form against the general Stiefel path St(4, 1), at moderate and large norms.
   const CeresManifold<Sphere<double>> sphere(4);
   const CeresManifold<Stiefel<double>> column(4, 1);

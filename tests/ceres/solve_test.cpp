@@ -327,9 +327,9 @@ TEST_CASE("Failures come back as false, bad sizes throw naming what was expected
     return std::string("no exception");
   };
   CHECK(message([] { geomopt::CeresManifold<geomopt::Stiefel<double>>(3, 4); }) ==
-        "CeresManifold<Stiefel>: need 1 <= n <= N, got N = 3, n = 4");
+        "CeresManifold<Stiefel>: Stiefel: expected an N x n matrix with 0 <= n <= N, got 3x4");
   CHECK(message([] { geomopt::CeresManifold<geomopt::SPD<double>>(0); }) ==
-        "CeresManifold<SPD>: need n >= 1, got n = 0");
+        "CeresManifold<SPD>: a Ceres parameter block needs at least one entry, got a 0x0 point");
   CHECK(message([] { geomopt::CeresManifold<geomopt::Sphere<double>>(0); }) ==
-        "CeresManifold<Sphere>: need N >= 1, got N = 0");
+        "CeresManifold<Sphere>: Sphere: expected a vector of length N >= 1 (an Nx1 matrix), got 0x1");
 }

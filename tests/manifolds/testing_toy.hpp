@@ -71,14 +71,18 @@ class ToySphere {
     for (Eigen::Index k = 0; k < xi.coordinates.size(); ++k) c[k] = xi.coordinates[k];
   }
 
+  static Eigen::Index tangent_size(Eigen::Index rows, Eigen::Index cols) {
+    if (rows < 2 || cols != 1)
+      throw std::invalid_argument(std::string(kDefect == ToyDefect::shape_message ? "" : kName) +
+                                  ": a point is N x 1 with N >= 2, got " + std::to_string(rows) + "x" +
+                                  std::to_string(cols));
+    return rows - 1;
+  }
+
   class Workspace {
    public:
     Workspace(Eigen::Index rows, Eigen::Index cols, geomopt::SectionPolicy policy, const T* y0)
-        : n_(rows), policy_(policy) {
-      if (rows < 2 || cols != 1)
-        throw std::invalid_argument(std::string(kDefect == ToyDefect::shape_message ? "" : kName) +
-                                    ": a point is N x 1 with N >= 2, got " + std::to_string(rows) + "x" +
-                                    std::to_string(cols));
+        : n_(ToySphere::tangent_size(rows, cols) + 1), policy_(policy) {
       const auto n = static_cast<std::size_t>(n_);
       v_.assign(n, T(0));
       u_.assign(n, T(0));

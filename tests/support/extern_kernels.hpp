@@ -46,8 +46,6 @@
   EXT template geomopt::detail::Mat<T> geomopt::detail::expm<T>(const geomopt::detail::Mat<T>&);                      \
   EXT template geomopt::detail::Mat<T> geomopt::detail::cayley<T>(const geomopt::detail::Mat<T>&);                    \
   EXT template geomopt::detail::Mat<T> geomopt::detail::log_orthogonal<T>(const geomopt::detail::Mat<T>&);            \
-  EXT template geomopt::detail::Mat<T> geomopt::detail::spd_core<T>(const geomopt::detail::Mat<T>&,                   \
-                                                                    geomopt::Retraction);                             \
   EXT template T geomopt::detail::orthonormality_defect<T>(const geomopt::detail::Mat<T>&);
 // clang-format on
 

@@ -56,6 +56,12 @@ class Sphere {
     return d > 0 ? Tangent(Eigen::Map<const Vector>(c, d)) : Tangent(0);
   }
   static void coordinates_of(const Tangent& xi, T* c) { Eigen::Map<Vector>(c, xi.size()) = xi; }
+  static Eigen::Index tangent_size(Eigen::Index rows, Eigen::Index cols) {
+    if (rows < 1 || cols != 1)
+      throw std::invalid_argument(std::string(kName) + ": a point is a vector of length N >= 1, got " +
+                                  std::to_string(rows) + "x" + std::to_string(cols));
+    return rows - 1;
+  }
 
   class Workspace;
 
@@ -71,10 +77,7 @@ class Sphere<T>::Workspace {
   using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
 
   Workspace(Eigen::Index rows, Eigen::Index cols, geomopt::SectionPolicy policy, const T* y0)
-      : n_(rows), u_(rows > 0 ? rows : 0), v_(rows > 0 ? rows : 0) {
-    if (rows < 1 || cols != 1)
-      throw std::invalid_argument(std::string(kName) + ": a point is a vector of length N >= 1, got " +
-                                  std::to_string(rows) + "x" + std::to_string(cols));
+      : n_(Sphere::tangent_size(rows, cols) + 1), u_(n_), v_(n_) {
     if (policy == geomopt::SectionPolicy::transported) {
       if (y0 == nullptr)
         throw std::invalid_argument(std::string(kName) + ": a transported section starts from a point (y0 is null)");

@@ -37,14 +37,14 @@ class CeresLocalParameterization final : public ceres::LocalParameterization, pu
   int LocalSize() const override { return this->kernel_.tangent_size(); }
 
   bool Plus(const double* x, const double* delta, double* x_plus_delta) const override {
-    return Holder::guarded([&] { this->kernel_.plus(x, delta, x_plus_delta); });
+    return detail::ceres_guarded([&] { this->kernel_.plus(x, delta, x_plus_delta); });
   }
   bool ComputeJacobian(const double* x, double* jacobian) const override {
-    return Holder::guarded([&] { this->kernel_.plus_jacobian(x, jacobian); });
+    return detail::ceres_guarded([&] { this->kernel_.plus_jacobian(x, jacobian); });
   }
   bool MultiplyByJacobian(const double* x, const int num_rows, const double* global_matrix,
                           double* local_matrix) const override {
-    return Holder::guarded([&] { this->kernel_.right_multiply(x, num_rows, global_matrix, local_matrix); });
+    return detail::ceres_guarded([&] { this->kernel_.right_multiply(x, num_rows, global_matrix, local_matrix); });
   }
 };
 

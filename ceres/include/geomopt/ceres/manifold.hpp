@@ -49,10 +49,10 @@ class ContractCeresHolder {
   /// The manifold of M(a): Sphere(N), SO(n), SPD(n), ...
   explicit ContractCeresHolder(Eigen::Index a,
                                Retraction r = default_retraction<M>()) requires std::constructible_from<M, Eigen::Index>
-      : ContractCeresHolder(shape_of(M(a)), r) {}
+      : ContractCeresHolder(shape_of_dims(a), r) {}
   /// The manifold of M(a, b): St(N, n), ...
   ContractCeresHolder(Eigen::Index a, Eigen::Index b, Retraction r = default_retraction<M>()) requires
-      std::constructible_from<M, Eigen::Index, Eigen::Index> : ContractCeresHolder(shape_of(M(a, b)), r) {}
+      std::constructible_from<M, Eigen::Index, Eigen::Index> : ContractCeresHolder(shape_of_dims(a, b), r) {}
   /// The manifold of points of x's shape.
   explicit ContractCeresHolder(const M& x, Retraction r = default_retraction<M>())
       : ContractCeresHolder(shape_of(x), r) {}
@@ -62,15 +62,21 @@ class ContractCeresHolder {
   const Kernel& kernel() const noexcept { return kernel_; }
 
  protected:
-  template <class F>
-  static bool guarded(F&& f) noexcept {
-    return ceres_guarded(f);
-  }
-
   Kernel kernel_;
 
  private:
   static CeresShape shape_of(const M& x) { return {x.value().rows(), x.value().cols()}; }
+  // M::shape(dims...) when M has it (nothing allocated: a block of 2^31 entries is sized, not built), else the shape
+  // of M(dims...).
+  template <class... D>
+  static CeresShape shape_of_dims(D... dims) {
+    if constexpr (requires { M::shape(dims...); }) {
+      const auto s = M::shape(dims...);
+      return {s[0], s[1]};
+    } else {
+      return shape_of(M(dims...));
+    }
+  }
 };
 
 // The holder of M: the contract's for a Manifold, the symmetric block's for SymmetricMatrix.
@@ -105,20 +111,20 @@ class CeresManifold final : public ceres::Manifold, public detail::CeresHolder<M
   int TangentSize() const override { return this->kernel_.tangent_size(); }
 
   bool Plus(const double* x, const double* delta, double* x_plus_delta) const override {
-    return Holder::guarded([&] { this->kernel_.plus(x, delta, x_plus_delta); });
+    return detail::ceres_guarded([&] { this->kernel_.plus(x, delta, x_plus_delta); });
   }
   bool PlusJacobian(const double* x, double* jacobian) const override {
-    return Holder::guarded([&] { this->kernel_.plus_jacobian(x, jacobian); });
+    return detail::ceres_guarded([&] { this->kernel_.plus_jacobian(x, jacobian); });
   }
   bool RightMultiplyByPlusJacobian(const double* x, const int num_rows, const double* ambient_matrix,
                                    double* tangent_matrix) const override {
-    return Holder::guarded([&] { this->kernel_.right_multiply(x, num_rows, ambient_matrix, tangent_matrix); });
+    return detail::ceres_guarded([&] { this->kernel_.right_multiply(x, num_rows, ambient_matrix, tangent_matrix); });
   }
   bool Minus(const double* y, const double* x, double* y_minus_x) const override {
-    return Holder::guarded([&] { this->kernel_.minus(y, x, y_minus_x); });
+    return detail::ceres_guarded([&] { this->kernel_.minus(y, x, y_minus_x); });
   }
   bool MinusJacobian(const double* x, double* jacobian) const override {
-    return Holder::guarded([&] { this->kernel_.minus_jacobian(x, jacobian); });
+    return detail::ceres_guarded([&] { this->kernel_.minus_jacobian(x, jacobian); });
   }
 };
 

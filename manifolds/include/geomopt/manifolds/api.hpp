@@ -19,7 +19,6 @@
 // out of reach.
 //
 // Optional hooks M may provide, used when present:
-//   M::dim(rows, cols)                    the number of coordinates without making a workspace
 //   M::check_tangent(x, xi, what)         throws std::invalid_argument when xi is not a tangent at x (default: the
 //                                         number of coordinates must be dim(x))
 //   M::coordinate_name(x, k)              how a message names coordinate k (default "storage[k]")
@@ -79,11 +78,7 @@ void require_supported(Retraction r, const char* what) {
 
 template <Manifold M>
 Eigen::Index tangent_size_of(const M& x) {
-  if constexpr (requires { M::dim(x.value().rows(), x.value().cols()); }) {
-    return M::dim(x.value().rows(), x.value().cols());
-  } else {
-    return recomputed_workspace(x).tangent_size();
-  }
+  return M::tangent_size(x.value().rows(), x.value().cols());
 }
 
 // The coordinates of the tangent xi at x, after checking that it is one.

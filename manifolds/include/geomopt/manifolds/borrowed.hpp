@@ -87,6 +87,7 @@ class Borrowed {
     return M::tangent_from(x.owned(), c);
   }
   static void coordinates_of(const Tangent& xi, Scalar* c) { M::coordinates_of(xi, c); }
+  static Eigen::Index tangent_size(Eigen::Index rows, Eigen::Index cols) { return M::tangent_size(rows, cols); }
 
  private:
   void remap() { new (&map_) Map(owned_->data(), owned_->rows(), owned_->cols()); }

@@ -26,6 +26,8 @@
 //   M::kName                      the manifold's name in messages and checkpoints ("Stiefel")
 //   M::kCompact                   whether every point is bounded: a line search on a compact leaf gets a step ceiling
 //   M::kRetractions               the retractions it implements (a std::array<Retraction, K>), its default first
+//   M::tangent_size(rows, cols)   d for rows x cols points; std::invalid_argument naming kName and the shape when
+//                                 rows x cols is not a point of M. Allocates nothing: Ceres sizes a block by it
 //   M::Tangent                    the allocating API's tangent vector, a ptree leaf holding the d coordinates:
 //     M::tangent_from(x, c)          the tangent at x with coordinates c (d numbers)
 //     M::coordinates_of(xi, c)       c <- the d coordinates of xi (std::invalid_argument when xi has another shape)
@@ -49,8 +51,10 @@
 //     section_data(), section_rows(), section_cols()   the section kept between steps, for checkpoints (null, 0, 0
 //                                        when recomputed)
 //     workspace_bytes()                 scratch memory held
-// Optional: M(dims...) and M::random_point(rng, dims...) for the manifold's natural dimensions; section overloads of
-// the allocating functions; a tangent type with structure (packed skew blocks, scaled symmetric matrices).
+// Optional: M(dims...), M::random_point(rng, dims...) and M::shape(dims...) (the std::array {rows, cols} of M(dims...),
+// computed without building the point: CeresManifold<M>(dims...) builds M(dims...) when it is absent) for the
+// manifold's natural dimensions; section overloads of the allocating functions; a tangent type with structure (packed
+// skew blocks, scaled symmetric matrices).
 #pragma once
 
 #include <Eigen/Core>
@@ -84,6 +88,7 @@ concept Manifold = requires {
                                                                typename std::remove_cvref_t<M>::Scalar* out, Rng& rng,
                                                                Retraction r) {
   {x.value().data()};
+  { std::remove_cvref_t<M>::tangent_size(Eigen::Index{}, Eigen::Index{}) } -> std::convertible_to<Eigen::Index>;
   { std::remove_cvref_t<M>::tangent_from(x, in) } -> std::convertible_to<typename std::remove_cvref_t<M>::Tangent>;
   std::remove_cvref_t<M>::coordinates_of(std::declval<const typename std::remove_cvref_t<M>::Tangent&>(), out);
   { x.value().rows() } -> std::convertible_to<Eigen::Index>;

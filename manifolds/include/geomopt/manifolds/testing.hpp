@@ -23,7 +23,9 @@
 //   tangent_round_trip    coordinates_of(tangent_from(x, c)) = c                <= exact * eps, relative
 //   shape_errors          Workspace(rows', cols', ...) for a shape that is not a point of M throws
 //                         std::invalid_argument whose message names M::kName (at least one of the shapes tried must
-//                         be rejected; a shape M accepts is skipped)
+//                         be rejected), and M::tangent_size(rows', cols') agrees: it throws the same way for every
+//                         shape the workspace rejects and returns the workspace's tangent_size() for every other
+//                         shape, x's own included
 //   The properties above need only retract, to_ambient, check and the statics, and run for every scalar,
 //   ceres::Jet included; those below run for float, double and long double:
 //   random_point          check(y) / max(1, |y|) <= on_manifold * eps; the same seed gives the same point
@@ -527,17 +529,45 @@ class Suite {
         {rows_, cols_ + 1}, {rows_ + 1, cols_}, {cols_, rows_}, {0, 0}, {rows_, 0}, {0, cols_}};
     int rejected = 0, violations = 0;
     std::string at;
+    // M::tangent_size(r, c), or -1 when it throws std::invalid_argument naming M (a violation otherwise).
+    auto static_size = [&](Eigen::Index r, Eigen::Index c, const std::string& shape) -> Eigen::Index {
+      try {
+        return M::tangent_size(r, c);
+      } catch (const std::invalid_argument& e) {
+        if (std::string(e.what()).find(M::kName) == std::string::npos) {
+          ++violations;
+          at = "because M::tangent_size's message for " + shape + " does not name " + M::kName;
+        }
+      } catch (const std::exception& e) {
+        ++violations;
+        at = "because M::tangent_size(" + shape + ") threw another type than std::invalid_argument: " + e.what();
+      }
+      return -1;
+    };
+    if (static_size(rows_, cols_, "x's shape") != static_cast<Eigen::Index>(d_)) {
+      ++violations;
+      at = "because M::tangent_size at x's shape is not the workspace's tangent_size()";
+    }
     for (const auto& [r, c] : shapes) {
       if (r == rows_ && c == cols_) continue;
-      const Buf y0(static_cast<std::size_t>(std::max<Eigen::Index>(r * c, 1)), S(0));
       const std::string shape = std::to_string(r) + "x" + std::to_string(c);
+      const Eigen::Index expected = static_size(r, c, shape);
       try {
         Ws ws(r, c, SectionPolicy::recomputed, nullptr);
+        if (ws.tangent_size() != expected) {
+          ++violations;
+          at = "because for " + shape + " M::tangent_size gives " + std::to_string(expected) + " and the workspace " +
+               std::to_string(ws.tangent_size());
+        }
       } catch (const std::invalid_argument& e) {
         ++rejected;
         if (std::string(e.what()).find(M::kName) == std::string::npos) {
           ++violations;
           at = "because the message for " + shape + " does not name " + M::kName + ": \"" + e.what() + "\"";
+        }
+        if (expected != -1) {
+          ++violations;
+          at = "because the workspace rejects " + shape + " and M::tangent_size accepts it";
         }
       } catch (const std::exception& e) {
         ++violations;

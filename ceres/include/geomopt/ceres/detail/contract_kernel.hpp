@@ -1,7 +1,8 @@
 // The arithmetic of CeresManifold<M> for every M satisfying geomopt::Manifold over double, written once from the
 // contract (contract.hpp), on raw pointers laid out as Ceres lays them out (points column-major, Jacobians
 // row-major). With E(x) the section's basis and R_x the chosen retraction:
-//   plus(x, delta)      = R_x(delta)                               M::Workspace::retract
+//   plus(x, delta)      = R_x(delta)                               M::Workspace::retract (false for x outside the
+//                                                                  domain; an overflowing step is returned as is)
 //   plus_jacobian(x)    = J = [to_ambient(x, e_1) .. to_ambient(x, e_d)]   ambient x tangent
 //   right_multiply(x,G) = G J, row by row lift(x, g): lift is to_ambient's transpose
 //   minus(y, x)         = R_x^-1(y)                                M::Workspace::inverse_retract
@@ -52,17 +53,24 @@ class ContractCeresKernel {
 
  public:
   /// The manifold of rows x cols points. Throws std::invalid_argument naming M when the shape is not one of its
-  /// points (the workspace's check) or when Ceres's int sizes cannot hold the block.
+  /// points (M::tangent_size's message), when the block would be empty, or when Ceres's int sizes cannot hold it.
+  /// Allocates nothing.
   ContractCeresKernel(Eigen::Index rows, Eigen::Index cols, Retraction r) : rows_(rows), cols_(cols), r_(r) {
-    const std::string who = std::string("CeresManifold<") + Point::kName + ">";
-    if (!supports<Point>(r)) throw std::invalid_argument(who + ": " + missing_retraction<Point>(r));
-    // rows cols is checked by division (it could overflow Eigen::Index), before anything is allocated for it.
-    if (rows < 0 || cols < 0 || (cols > 0 && rows > std::numeric_limits<int>::max() / cols))
-      throw std::invalid_argument(who + ": a " + std::to_string(rows) + "x" + std::to_string(cols) +
+    const std::string who = std::string("CeresManifold<") + Point::kName + ">: ";
+    if (!supports<Point>(r)) throw std::invalid_argument(who + missing_retraction<Point>(r));
+    try {
+      tangent_ = Point::tangent_size(rows, cols);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(who + e.what());
+    }
+    const std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
+    if (rows == 0 || cols == 0)
+      throw std::invalid_argument(who + "a Ceres parameter block needs at least one entry, got a " + shape + " point");
+    // rows cols is checked by division: the product could overflow Eigen::Index.
+    if (rows > std::numeric_limits<int>::max() / cols)
+      throw std::invalid_argument(who + "a " + shape +
                                   " point has more entries than a Ceres parameter block can hold (" +
                                   std::to_string(std::numeric_limits<int>::max()) + ")");
-    // The workspace checks the shape, after the size: it allocates for it.
-    tangent_ = Workspace(rows, cols, SectionPolicy::recomputed, nullptr).tangent_size();
   }
 
   Eigen::Index rows() const noexcept { return rows_; }
@@ -76,8 +84,22 @@ class ContractCeresKernel {
       if (!std::isfinite(delta[k]))
         throw std::domain_error(std::string("CeresManifold<") + Point::kName + ">::Plus: delta[" + std::to_string(k) +
                                 "] is not finite");
+    Workspace ws = workspace();
     Vector y = Eigen::Map<const Vector>(x, ambient_size());
-    workspace().retract(y.data(), delta, r_);
+    ws.retract(y.data(), delta, r_);
+    // retract never throws: x outside the manifold's domain (an SPD block that is not positive definite) and a step
+    // that overflows both leave non-finite entries. The first is a failure; the second is a step too long, which
+    // Ceres must see (its trust region rejects it by its cost, and Plus(x, -gradient) of a steep start must not end
+    // the solve), so it is returned as computed. R_x(0), finite for every x in the domain, tells them apart.
+    if (!y.allFinite()) {
+      Vector at_zero = Eigen::Map<const Vector>(x, ambient_size());
+      const Vector zero = Vector::Zero(tangent_);
+      ws.forget_point();
+      ws.retract(at_zero.data(), zero.data(), r_);
+      if (!at_zero.allFinite())
+        throw std::domain_error(std::string("CeresManifold<") + Point::kName +
+                                ">::Plus: x is outside the manifold's domain");
+    }
     Eigen::Map<Vector>(out, ambient_size()) = y;
   }
 

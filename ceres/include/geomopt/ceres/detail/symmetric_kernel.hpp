@@ -114,11 +114,6 @@ class SymmetricCeresHolder {
   const Kernel& kernel() const noexcept { return kernel_; }
 
  protected:
-  template <class F>
-  static bool guarded(F&& f) noexcept {
-    return ceres_guarded(f);
-  }
-
   Kernel kernel_;
 };
 

@@ -29,7 +29,7 @@
 //   kName                                   the manifold's name in messages
 //   kSkewBlock                              whether coordinates hold A (false for Grassmann)
 //   kRotation                               whether points have determinant one (SpecialOrthogonal)
-//   validate_shape(rows, cols)              throws std::invalid_argument naming kName and the expected shape
+//   tangent_size(rows, cols)                the contract's: d, std::invalid_argument naming kName and the shape
 //   skew_slot(i, j, n)                      {index, sign} with c[index] = sign A(i, j), for i > j
 //   random_value(rng, rows, cols)           a random point's value (M's natural distribution), as an N x n matrix
 #pragma once
@@ -85,13 +85,19 @@ class StiefelFamilyWorkspace {
     tau_b_.resize(k_);
     s_ = Matrix::Zero(m, m);
     f_.resize(m, m);
-    qr_y_.resize(N_, n_);
-    tau_y_.resize(n_);
+    // A recomputed section of a floating-point scalar lives in the blocked factorization; everything else in the
+    // unblocked QR of y.
+    bool blocked = false;
     if constexpr (kBlocked) {
       if (policy == SectionPolicy::recomputed) {
         fast_.house = BlockedHouseholder<T>(N_, n_, n_);
         fast_.schur = StiefelCayleySchur<T>(n_, rest_);
+        blocked = true;
       }
+    }
+    if (!blocked) {
+      qr_y_.resize(N_, n_);
+      tau_y_.resize(n_);
     }
     if (policy == SectionPolicy::transported) {
       lambda_ = Matrix::Identity(N_, N_);
@@ -112,7 +118,7 @@ class StiefelFamilyWorkspace {
   SectionPolicy policy() const noexcept { return policy_; }
 
   /// The number of coordinates: n(n - 1)/2 (none for Grassmann) + (N - n) n.
-  Eigen::Index tangent_size() const noexcept { return (M::kSkewBlock ? n_ * (n_ - 1) / 2 : 0) + rest_ * n_; }
+  Eigen::Index tangent_size() const { return M::tangent_size(N_, n_); }
 
   /// Flops of one lift and one retract: recomputed, two Householder QRs and four applications of n reflectors to
   /// N x n blocks (about 14 N n^2) and the core function (about 20 (2n)^3 for the polynomial); transported adds the
@@ -293,7 +299,7 @@ class StiefelFamilyWorkspace {
 
  private:
   static Eigen::Index validated(Eigen::Index rows, Eigen::Index cols) {
-    M::validate_shape(rows, cols);
+    M::tangent_size(rows, cols);
     return cols;
   }
 

@@ -24,25 +24,18 @@ namespace geomopt {
 
 /// Gr(N, n): n-dimensional subspaces of R^N, held by an N x n representative with orthonormal columns.
 template <class T>
-class Grassmann : public detail::PointBase<T, detail::Mat<T>> {
+class Grassmann : public detail::StiefelFamilyPoint<Grassmann<T>, T, detail::Mat<T>> {
  public:
   using Matrix = detail::Mat<T>;
   using Tangent = GrassmannLieAlgHorMatrix<T>;
-  using Workspace = detail::StiefelFamilyWorkspace<T, Grassmann>;
   static constexpr const char* kName = "Grassmann";
-  static constexpr bool kCompact = true;
-  static constexpr std::array<Retraction, 2> kRetractions = {Retraction::cayley, Retraction::geodesic};
-  static constexpr bool kStiefelFamily = true;
   static constexpr bool kSkewBlock = false;
   static constexpr bool kRotation = false;
 
   Grassmann() = default;
-  explicit Grassmann(Matrix y) : detail::PointBase<T, Matrix>(std::move(y)) {}
+  explicit Grassmann(Matrix y) : detail::StiefelFamilyPoint<Grassmann, T, detail::Mat<T>>(std::move(y)) {}
   /// The subspace spanned by the first n coordinate vectors.
   Grassmann(Eigen::Index N, Eigen::Index n) : Grassmann(Stiefel<T>(N, n).value()) {}
-
-  Eigen::Index N() const noexcept { return this->v_.rows(); }
-  Eigen::Index n() const noexcept { return this->v_.cols(); }
 
   /// A Haar-distributed representative.
   static Grassmann random_point(Rng& rng, Eigen::Index N, Eigen::Index n) { return Grassmann(random_value(rng, N, n)); }
@@ -52,18 +45,14 @@ class Grassmann : public detail::PointBase<T, detail::Mat<T>> {
   }
   static void coordinates_of(const Tangent& xi, T* c) { Eigen::Map<Matrix>(c, xi.B().rows(), xi.B().cols()) = xi.B(); }
 
+  /// d = n (N - n) for N x n representatives; std::invalid_argument unless 0 <= n <= N.
+  static Eigen::Index tangent_size(Eigen::Index rows, Eigen::Index cols) {
+    detail::require_stiefel_shape(kName, rows, cols);
+    return cols * (rows - cols);
+  }
+  static std::array<Eigen::Index, 2> shape(Eigen::Index N, Eigen::Index n) { return {N, n}; }
+
   // Hooks of api.hpp and of the family's workspace (detail/stiefel_family.hpp).
-  static Eigen::Index dim(Eigen::Index N, Eigen::Index n) { return n * (N - n); }
-  static void check_tangent(const Grassmann& x, const Tangent& xi, const char* what) {
-    detail::family_check_tangent(x, xi, what);
-  }
-  static std::string coordinate_name(const Grassmann& x, Eigen::Index k) {
-    return detail::family_coordinate_name(x, k);
-  }
-  static void validate_shape(Eigen::Index rows, Eigen::Index cols) { detail::require_stiefel_shape(kName, rows, cols); }
-  static constexpr std::pair<Eigen::Index, int> skew_slot(Eigen::Index i, Eigen::Index j, Eigen::Index) {
-    return detail::packed_skew_slot(i, j);
-  }
   static Matrix random_value(Rng& rng, Eigen::Index rows, Eigen::Index cols) {
     return detail::haar_stiefel<T>(rng, rows, cols);
   }

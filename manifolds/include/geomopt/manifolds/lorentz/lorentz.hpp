@@ -74,16 +74,18 @@ class Lorentz : public detail::PointBase<T, Eigen::Matrix<T, Eigen::Dynamic, 1>>
   /// c <- the coordinates of xi.
   static void coordinates_of(const Tangent& xi, T* c) { Eigen::Map<Vector>(c, xi.size()) = xi; }
 
-  /// Throws std::invalid_argument unless rows x cols is the shape of a point, (n + 1) x 1 with n >= 0.
-  static void check_shape(Eigen::Index rows, Eigen::Index cols) {
+  /// d = n for (n + 1) x 1 points; std::invalid_argument unless rows >= 1 and cols = 1.
+  static Eigen::Index tangent_size(Eigen::Index rows, Eigen::Index cols) {
     if (rows < 1 || cols != 1)
       throw std::invalid_argument(std::string(kName) + ": expected an (n + 1) x 1 vector with n >= 0, got " +
                                   std::to_string(rows) + "x" + std::to_string(cols));
+    return rows - 1;
   }
+  static std::array<Eigen::Index, 2> shape(Eigen::Index n) { return {n + 1, 1}; }
 
  private:
   static Vector origin(Eigen::Index n) {
-    check_shape(n + 1, 1);
+    tangent_size(n + 1, 1);
     return Vector::Unit(n + 1, 0);
   }
 };
@@ -94,7 +96,7 @@ class Lorentz<T>::Workspace {
  public:
   using Scalar = T;
 
-  Workspace(Eigen::Index rows, Eigen::Index cols, SectionPolicy, const T*) : n_(rows - 1) { check_shape(rows, cols); }
+  Workspace(Eigen::Index rows, Eigen::Index cols, SectionPolicy, const T*) : n_(Lorentz::tangent_size(rows, cols)) {}
 
   Eigen::Index tangent_size() const noexcept { return n_; }
   double step_cost() const noexcept { return 12.0 * static_cast<double>(n_ + 1) + 60; }

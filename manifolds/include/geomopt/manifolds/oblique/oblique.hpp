@@ -76,19 +76,21 @@ class Oblique : public detail::PointBase<T, Eigen::Matrix<T, Eigen::Dynamic, Eig
 
  private:
   static Matrix first_basis_vectors(Eigen::Index N, Eigen::Index n) {
-    check_shape(N, n);
+    tangent_size(N, n);
     Matrix x = Matrix::Zero(N, n);
     x.row(0).setOnes();
     return x;
   }
 
  public:
-  /// Throws std::invalid_argument unless N x n is the shape of a point (N >= 1, n >= 0).
-  static void check_shape(Eigen::Index N, Eigen::Index n) {
+  /// d = n (N - 1) for N x n points; std::invalid_argument unless N >= 1 and n >= 0.
+  static Eigen::Index tangent_size(Eigen::Index N, Eigen::Index n) {
     if (N < 1 || n < 0)
       throw std::invalid_argument(std::string(kName) + ": expected an N x n matrix with N >= 1 and n >= 0, got " +
                                   std::to_string(N) + "x" + std::to_string(n));
+    return n * (N - 1);
   }
+  static std::array<Eigen::Index, 2> shape(Eigen::Index N, Eigen::Index n) { return {N, n}; }
 };
 
 /// The allocation-free geometry of one Oblique(N, n) leaf (contract.hpp).
@@ -100,7 +102,7 @@ class Oblique<T>::Workspace {
   /// Allocates every buffer. A transported section starts from y0 (N x n, column-major), which it needs.
   Workspace(Eigen::Index rows, Eigen::Index cols, SectionPolicy policy, const T* y0)
       : N_(rows), n_(cols), policy_(policy) {
-    check_shape(rows, cols);
+    Oblique::tangent_size(rows, cols);
     if (policy_ == SectionPolicy::transported && y0 == nullptr && n_ > 0)
       throw std::invalid_argument(std::string(kName) + ": a transported section of Oblique(" + std::to_string(N_) +
                                   ", " + std::to_string(n_) + ") needs the initial point");
@@ -123,7 +125,7 @@ class Oblique<T>::Workspace {
     }
   }
 
-  Eigen::Index tangent_size() const noexcept { return n_ * (N_ - 1); }
+  Eigen::Index tangent_size() const { return Oblique::tangent_size(N_, n_); }
   double step_cost() const noexcept {
     const double N = static_cast<double>(N_), n = static_cast<double>(n_);
     return policy_ == SectionPolicy::recomputed ? 16 * N * n : 6 * N * N * n;

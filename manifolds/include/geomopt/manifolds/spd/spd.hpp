@@ -74,6 +74,10 @@ class SPD : public detail::PointBase<T, detail::Mat<T>> {
 
   Eigen::Index n() const noexcept { return this->v_.rows(); }
 
+  /// d = n(n + 1)/2 for n x n points; std::invalid_argument unless square.
+  static Eigen::Index tangent_size(Eigen::Index rows, Eigen::Index cols);
+  static std::array<Eigen::Index, 2> shape(Eigen::Index n) { return {n, n}; }
+
   /// Q diag(exp(z)) Q^T with Q Haar-distributed and z independent standard normal numbers.
   static SPD random_point(Rng& rng, Eigen::Index n) {
     SPD x(n);
@@ -83,7 +87,7 @@ class SPD : public detail::PointBase<T, detail::Mat<T>> {
 
   /// The tangent vector at x whose svec is c (n (n + 1) / 2 numbers).
   static Tangent tangent_from(const SPD& x, const T* c) {
-    return Tangent::from_storage(Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(c, x.n() * (x.n() + 1) / 2));
+    return Tangent::from_storage(Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(c, tangent_size(x.n(), x.n())));
   }
   /// c <- the svec of xi.
   static void coordinates_of(const Tangent& xi, T* c) {
@@ -129,28 +133,6 @@ Mat<T> sym(const Mat<T>& m) {
   return (m + m.transpose()) * T(0.5);
 }
 
-// The core of a step from the whitened tangent w: exp(w), or I + w + w^2/2 (any other r than geodesic). Floating-point
-// scalars above detail::kSpectralNorm take the eigendecomposition, Q diag(exp(l)) Q^T or Q diag(((1 + l)^2 + 1) / 2)
-// Q^T; an eigenvalue whose image overflows gives non-finite entries, never an exception.
-template <class T>
-Mat<T> spd_core(const Mat<T>& w, Retraction r) {
-  if constexpr (std::is_floating_point_v<T>) {
-    if (use_spectral<T>(w)) {
-      SymmetricEigen<T> eig(w.rows());
-      eig.compute(w);
-      Mat<T> m(w.rows(), w.cols());
-      if (r == Retraction::geodesic) {
-        eig.function([](T v) { return std::exp(v); }, m);
-      } else {
-        eig.function([](T v) { return (T(1) + v) * (T(1) + v) * T(0.5) + T(0.5); }, m);
-      }
-      return m;
-    }
-  }
-  if (r == Retraction::geodesic) return expm(w);
-  return Mat<T>::Identity(w.rows(), w.cols()) + w + T(0.5) * (w * w);
-}
-
 inline std::invalid_argument spd_shape_error(const char* what, Eigen::Index rows, Eigen::Index cols) {
   return std::invalid_argument(std::string("SPD") + what + ": expected a square n x n matrix, got " +
                                std::to_string(rows) + "x" + std::to_string(cols));
@@ -161,6 +143,12 @@ inline std::domain_error spd_not_positive_definite() {
 }
 
 }  // namespace detail
+
+template <class T>
+Eigen::Index SPD<T>::tangent_size(Eigen::Index rows, Eigen::Index cols) {
+  if (rows != cols || rows < 0) throw detail::spd_shape_error("", rows, cols);
+  return rows * (rows + 1) / 2;
+}
 
 /// The allocation-free geometry of one SPD(n) leaf (contract.hpp, and the top of this file).
 template <class T>
@@ -186,7 +174,7 @@ class SPD<T>::Workspace {
     given_ = true;
   }
 
-  Eigen::Index tangent_size() const noexcept { return n_ * (n_ + 1) / 2; }
+  Eigen::Index tangent_size() const { return SPD::tangent_size(n_, n_); }
   double step_cost() const noexcept {
     const double n = static_cast<double>(n_);
     return (policy_ == SectionPolicy::transported ? 30 : 12) * n * n * n + 10 * n * n;
@@ -374,7 +362,7 @@ class SPD<T>::Workspace {
 
  private:
   static Eigen::Index validate(Eigen::Index rows, Eigen::Index cols, SectionPolicy policy, const T* y0) {
-    if (rows != cols || rows < 0) throw detail::spd_shape_error("", rows, cols);
+    SPD::tangent_size(rows, cols);
     if (policy == SectionPolicy::transported && y0 == nullptr && rows > 0)
       throw std::invalid_argument("SPD: a transported section of SPD(" + std::to_string(rows) +
                                   ") needs the initial point");

@@ -137,25 +137,19 @@ std::string ptree_type_name(const SpecialOrthogonalTangent<T>&) {
 
 /// SO(n): rotations of R^n, the component of St(n, n) with determinant one, with the canonical metric tr(U^T V) / 2.
 template <class T>
-class SpecialOrthogonal : public detail::PointBase<T, detail::Mat<T>> {
+class SpecialOrthogonal : public detail::StiefelFamilyPoint<SpecialOrthogonal<T>, T, detail::Mat<T>> {
  public:
   using Matrix = detail::Mat<T>;
   using Tangent = SpecialOrthogonalTangent<T>;
-  using Workspace = detail::StiefelFamilyWorkspace<T, SpecialOrthogonal>;
   static constexpr const char* kName = "SpecialOrthogonal";
-  static constexpr bool kCompact = true;
-  static constexpr std::array<Retraction, 2> kRetractions = {Retraction::cayley, Retraction::geodesic};
-  static constexpr bool kStiefelFamily = true;
   static constexpr bool kSkewBlock = true;
   static constexpr bool kRotation = true;
 
   SpecialOrthogonal() = default;
-  explicit SpecialOrthogonal(Matrix x) : detail::PointBase<T, Matrix>(std::move(x)) {}
+  explicit SpecialOrthogonal(Matrix x)
+      : detail::StiefelFamilyPoint<SpecialOrthogonal, T, detail::Mat<T>>(std::move(x)) {}
   /// The identity rotation of R^n.
   explicit SpecialOrthogonal(Eigen::Index n) : SpecialOrthogonal(Stiefel<T>(n, n).value()) {}
-
-  Eigen::Index N() const noexcept { return this->v_.rows(); }
-  Eigen::Index n() const noexcept { return this->v_.cols(); }
 
   /// A Haar-distributed rotation: a Haar orthogonal matrix with its first column negated when its determinant is -1.
   static SpecialOrthogonal random_point(Rng& rng, Eigen::Index n) { return SpecialOrthogonal(random_value(rng, n, n)); }
@@ -168,25 +162,25 @@ class SpecialOrthogonal : public detail::PointBase<T, detail::Mat<T>> {
     Eigen::Map<typename Tangent::Storage>(c, xi.storage().size()) = xi.storage();
   }
 
-  // Hooks of api.hpp and of the family's workspace (detail/stiefel_family.hpp).
-  static Eigen::Index dim(Eigen::Index, Eigen::Index n) { return n * (n - 1) / 2; }
-  static void check_tangent(const SpecialOrthogonal& x, const Tangent& xi, const char* what) {
-    detail::family_check_tangent(x, xi, what);
-  }
-  static std::string coordinate_name(const SpecialOrthogonal& x, Eigen::Index k) {
-    if (x.n() == 3) return std::string("w(") + std::to_string(k) + ") (rotation vector)";
-    return detail::family_coordinate_name(x, k);
-  }
-  static void validate_shape(Eigen::Index rows, Eigen::Index cols) {
+  /// d = n(n - 1)/2 for n x n points; std::invalid_argument unless square.
+  static Eigen::Index tangent_size(Eigen::Index rows, Eigen::Index cols) {
     if (rows != cols || cols < 0)
       throw std::invalid_argument(std::string(kName) + ": expected a square n x n matrix, got " + std::to_string(rows) +
                                   "x" + std::to_string(cols));
+    return cols * (cols - 1) / 2;
+  }
+  static std::array<Eigen::Index, 2> shape(Eigen::Index n) { return {n, n}; }
+
+  // Hooks of api.hpp and of the family's workspace (detail/stiefel_family.hpp).
+  static std::string coordinate_name(const SpecialOrthogonal& x, Eigen::Index k) {
+    if (x.n() == 3) return std::string("w(") + std::to_string(k) + ") (rotation vector)";
+    return detail::family_coordinate_name(x, k);
   }
   static constexpr std::pair<Eigen::Index, int> skew_slot(Eigen::Index i, Eigen::Index j, Eigen::Index n) {
     return detail::rotation_slot(i, j, n);
   }
   static Matrix random_value(Rng& rng, Eigen::Index rows, Eigen::Index cols) {
-    validate_shape(rows, cols);
+    tangent_size(rows, cols);
     Matrix x = detail::haar_stiefel<T>(rng, rows, cols);
     if (cols > 0 && detail::value_of(x.determinant()) < 0) x.col(0) *= T(-1);
     return x;

@@ -23,26 +23,19 @@ namespace geomopt {
 
 /// S^{N-1}: unit vectors of R^N, the Stiefel manifold St(N, 1).
 template <class T>
-class Sphere : public detail::PointBase<T, Eigen::Matrix<T, Eigen::Dynamic, 1>> {
+class Sphere : public detail::StiefelFamilyPoint<Sphere<T>, T, Eigen::Matrix<T, Eigen::Dynamic, 1>> {
  public:
   using Matrix = detail::Mat<T>;
   using Vector = Eigen::Matrix<T, Eigen::Dynamic, 1>;
   using Tangent = StiefelLieAlgHorMatrix<T>;
-  using Workspace = detail::StiefelFamilyWorkspace<T, Sphere>;
   static constexpr const char* kName = "Sphere";
-  static constexpr bool kCompact = true;
-  static constexpr std::array<Retraction, 2> kRetractions = {Retraction::cayley, Retraction::geodesic};
-  static constexpr bool kStiefelFamily = true;
   static constexpr bool kSkewBlock = true;  // of order 1: no entries
   static constexpr bool kRotation = false;
 
   Sphere() = default;
-  explicit Sphere(Vector x) : detail::PointBase<T, Vector>(std::move(x)) {}
+  explicit Sphere(Vector x) : detail::StiefelFamilyPoint<Sphere, T, Vector>(std::move(x)) {}
   /// The first coordinate vector of R^N (N >= 1).
   explicit Sphere(Eigen::Index N) : Sphere(first_basis_vector(N)) {}
-
-  Eigen::Index N() const noexcept { return this->v_.size(); }
-  Eigen::Index n() const noexcept { return 1; }
 
   static Sphere random_point(Rng& rng, Eigen::Index N) {
     if (N < 1) throw std::invalid_argument("Sphere::random_point: need N >= 1, got " + std::to_string(N));
@@ -54,23 +47,19 @@ class Sphere : public detail::PointBase<T, Eigen::Matrix<T, Eigen::Dynamic, 1>> 
   }
   static void coordinates_of(const Tangent& xi, T* c) { Eigen::Map<Matrix>(c, xi.B().rows(), xi.B().cols()) = xi.B(); }
 
-  // Hooks of api.hpp and of the family's workspace (detail/stiefel_family.hpp).
-  static Eigen::Index dim(Eigen::Index N, Eigen::Index) { return N - 1; }
-  static void check_tangent(const Sphere& x, const Tangent& xi, const char* what) {
-    detail::family_check_tangent(x, xi, what);
-  }
-  static std::string coordinate_name(const Sphere& x, Eigen::Index k) { return detail::family_coordinate_name(x, k); }
-  static void validate_shape(Eigen::Index rows, Eigen::Index cols) {
+  /// d = N - 1 for N x 1 points; std::invalid_argument unless cols = 1 and N >= 1.
+  static Eigen::Index tangent_size(Eigen::Index rows, Eigen::Index cols) {
     if (cols != 1 || rows < 1)
       throw std::invalid_argument(std::string(kName) + ": expected a vector of length N >= 1 (an Nx1 matrix), got " +
                                   std::to_string(rows) + "x" + std::to_string(cols));
+    return rows - 1;
   }
-  static constexpr std::pair<Eigen::Index, int> skew_slot(Eigen::Index i, Eigen::Index j, Eigen::Index) {
-    return detail::packed_skew_slot(i, j);
-  }
+  static std::array<Eigen::Index, 2> shape(Eigen::Index N) { return {N, 1}; }
+
+  // Hooks of api.hpp and of the family's workspace (detail/stiefel_family.hpp).
   /// A normalized standard Gaussian vector (rows x 1).
   static Matrix random_value(Rng& rng, Eigen::Index rows, Eigen::Index cols) {
-    validate_shape(rows, cols);
+    tangent_size(rows, cols);
     const Matrix g = detail::gaussian<T>(rng, rows, 1);
     return g / g.norm();
   }

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <array>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -85,6 +86,31 @@ inline void require_stiefel_shape(const char* name, Eigen::Index rows, Eigen::In
     throw std::invalid_argument(std::string(name) + ": expected an N x n matrix with 0 <= n <= N, got " +
                                 std::to_string(rows) + "x" + std::to_string(cols));
 }
+
+// What the family's point types share: the value (a matrix, or a vector for the sphere), the workspace, the traits of
+// the family and the hooks that are the family's rather than one member's. A member redeclares a hook to differ
+// (SpecialOrthogonal's skew_slot and coordinate_name).
+template <class Derived, class T, class Value = Mat<T>>
+class StiefelFamilyPoint : public PointBase<T, Value> {
+ public:
+  using Matrix = Mat<T>;
+  using Workspace = StiefelFamilyWorkspace<T, Derived>;
+  static constexpr bool kCompact = true;
+  static constexpr std::array<Retraction, 2> kRetractions = {Retraction::cayley, Retraction::geodesic};
+  static constexpr bool kStiefelFamily = true;
+
+  using PointBase<T, Value>::PointBase;
+
+  Eigen::Index N() const noexcept { return this->v_.rows(); }
+  Eigen::Index n() const noexcept { return this->v_.cols(); }
+
+  // Hooks of api.hpp and of the family's workspace (detail/stiefel_family.hpp).
+  static void check_tangent(const Derived& x, const auto& xi, const char* what) { family_check_tangent(x, xi, what); }
+  static std::string coordinate_name(const Derived& x, Eigen::Index k) { return family_coordinate_name(x, k); }
+  static constexpr std::pair<Eigen::Index, int> skew_slot(Eigen::Index i, Eigen::Index j, Eigen::Index) {
+    return packed_skew_slot(i, j);
+  }
+};
 
 // f(ws) with a workspace in the section: recomputed, rebuilt at x; transported, holding a copy of its dense matrix.
 template <class M, class F>

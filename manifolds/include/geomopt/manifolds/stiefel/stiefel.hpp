@@ -27,26 +27,19 @@ namespace geomopt {
 
 /// St(N, n): N x n matrices with orthonormal columns, with the canonical metric.
 template <class T>
-class Stiefel : public detail::PointBase<T, detail::Mat<T>> {
+class Stiefel : public detail::StiefelFamilyPoint<Stiefel<T>, T, detail::Mat<T>> {
  public:
   using Matrix = detail::Mat<T>;
   using Tangent = StiefelLieAlgHorMatrix<T>;
-  using Workspace = detail::StiefelFamilyWorkspace<T, Stiefel>;
   static constexpr const char* kName = "Stiefel";
-  static constexpr bool kCompact = true;
-  static constexpr std::array<Retraction, 2> kRetractions = {Retraction::cayley, Retraction::geodesic};
-  static constexpr bool kStiefelFamily = true;
   static constexpr bool kSkewBlock = true;
   static constexpr bool kRotation = false;
 
   Stiefel() = default;
   /// Holds y as it is (check(x) tells how far it is from the manifold).
-  explicit Stiefel(Matrix y) : detail::PointBase<T, Matrix>(std::move(y)) {}
+  explicit Stiefel(Matrix y) : detail::StiefelFamilyPoint<Stiefel, T, detail::Mat<T>>(std::move(y)) {}
   /// The point [I_n; 0].
   Stiefel(Eigen::Index N, Eigen::Index n) : Stiefel(identity(N, n)) {}
-
-  Eigen::Index N() const noexcept { return this->v_.rows(); }
-  Eigen::Index n() const noexcept { return this->v_.cols(); }
 
   /// A Haar-distributed point.
   static Stiefel random_point(Rng& rng, Eigen::Index N, Eigen::Index n) { return Stiefel(random_value(rng, N, n)); }
@@ -65,16 +58,14 @@ class Stiefel : public detail::PointBase<T, detail::Mat<T>> {
     Eigen::Map<Matrix>(c + skew, xi.B().rows(), xi.B().cols()) = xi.B();
   }
 
+  /// d = N n - n(n + 1)/2 for N x n points; std::invalid_argument unless 0 <= n <= N.
+  static Eigen::Index tangent_size(Eigen::Index rows, Eigen::Index cols) {
+    detail::require_stiefel_shape(kName, rows, cols);
+    return rows * cols - cols * (cols + 1) / 2;
+  }
+  static std::array<Eigen::Index, 2> shape(Eigen::Index N, Eigen::Index n) { return {N, n}; }
+
   // Hooks of api.hpp and of the family's workspace (detail/stiefel_family.hpp).
-  static Eigen::Index dim(Eigen::Index N, Eigen::Index n) { return N * n - n * (n + 1) / 2; }
-  static void check_tangent(const Stiefel& x, const Tangent& xi, const char* what) {
-    detail::family_check_tangent(x, xi, what);
-  }
-  static std::string coordinate_name(const Stiefel& x, Eigen::Index k) { return detail::family_coordinate_name(x, k); }
-  static void validate_shape(Eigen::Index rows, Eigen::Index cols) { detail::require_stiefel_shape(kName, rows, cols); }
-  static constexpr std::pair<Eigen::Index, int> skew_slot(Eigen::Index i, Eigen::Index j, Eigen::Index) {
-    return detail::packed_skew_slot(i, j);
-  }
   static Matrix random_value(Rng& rng, Eigen::Index rows, Eigen::Index cols) {
     return detail::haar_stiefel<T>(rng, rows, cols);
   }
