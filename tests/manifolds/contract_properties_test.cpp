@@ -39,10 +39,15 @@ const bool counter_installed = [] {
   return true;
 }();
 
+// M over another scalar: M::rebind<U> where M says it (ToySphere, whose second parameter clang does not bind to a
+// template template parameter of one), P<U> for M = P<S>.
 template <class M>
-struct PointTemplate;
+struct PointTemplate {
+  template <class U>
+  using rebind = typename M::template rebind<U>;
+};
 template <template <class> class P, class S>
-struct PointTemplate<P<S>> {
+requires(!requires { typename P<S>::template rebind<double>; }) struct PointTemplate<P<S>> {
   template <class U>
   using rebind = P<U>;
 };

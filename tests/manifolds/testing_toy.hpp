@@ -53,6 +53,9 @@ class ToySphere {
   };
 
   explicit ToySphere(Value v) : v_(std::move(v)) {}
+  /// The same defect over another scalar.
+  template <class U>
+  using rebind = ToySphere<U, kDefect>;
 
   Value& value() { return v_; }
   const Value& value() const { return v_; }
