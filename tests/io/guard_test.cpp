@@ -96,6 +96,11 @@ void check_guard(const std::string& good, const Tree& saved) {
   CHECK(iotest::snapshot(t) == iotest::snapshot(saved));
   Tree u = make_tree(100.0);
   const auto before = iotest::snapshot(u);
+  // The spawned checker is a fresh process, where these files crash HDF5 1.10 every time. A child forked from this
+  // process inherits HDF5's state, and there HDF5 may report the corruption instead (a metadata checksum error):
+  // either way the load fails with an Error and leaves the tree as it was.
+  const char* checker = std::getenv("GEOMOPT_IO_CHECKER");
+  const bool forked = checker != nullptr && *checker == '\0';
   for (const std::string name : kCrashFiles) {
     CAPTURE(name);
     for (bool strict : {true, false}) {
@@ -104,7 +109,10 @@ void check_guard(const std::string& good, const Tree& saved) {
         geomopt::io::load(data_file(name), u, {.strict = strict});
         FAIL("expected an Error");
       } catch (const geomopt::io::Error& e) {
-        CHECK_MESSAGE(std::string(e.what()).find("crashed the HDF5 library") != std::string::npos, std::string(e.what()));
+        const std::string what = e.what();
+        const bool crashed = what.find("crashed the HDF5 library") != std::string::npos;
+        const bool damaged = what.find("the file is damaged") != std::string::npos;
+        CHECK_MESSAGE((crashed || (forked && damaged)), what);
       }
       CHECK(iotest::snapshot(u) == before);
     }
