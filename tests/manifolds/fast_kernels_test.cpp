@@ -185,6 +185,7 @@ MatD dense_cayley(const MatD& a, const MatD& b) {
   w.topLeftCorner(n, n) = a;
   w.bottomLeftCorner(N - n, n) = b;
   w.topRightCorner(n, N - n) = -b.transpose();
+  if (n == 0) return MatD(N, 0);  // Eigen's LU solve of zero right-hand sides offsets a null pointer
   const MatD id = MatD::Identity(N, N);
   return (id - w / 2).partialPivLu().solve((id + w / 2).leftCols(n));
 }

@@ -62,6 +62,8 @@ class Sphere {
                                   std::to_string(rows) + "x" + std::to_string(cols));
     return rows - 1;
   }
+  /// The shape of Sphere(n)'s points, without building one (CeresManifold<Sphere>(0) must throw, not build e_1 of R^0).
+  static std::array<Eigen::Index, 2> shape(Eigen::Index n) { return {n, 1}; }
 
   class Workspace;
 

@@ -51,7 +51,10 @@ class Borrowed {
   /// The point over x's numbers: stepping it steps x.
   explicit Borrowed(M& x) : map_(x.value().data(), x.value().rows(), x.value().cols()) {}
   /// A leaf owning v (what ptree's rebuild makes).
-  explicit Borrowed(Value v) : owned_(std::make_unique<Value>(std::move(v))), map_(nullptr, 0, 0) { remap(); }
+  explicit Borrowed(Value v)
+      : owned_(std::make_unique<Value>(std::move(v))), map_(nullptr, 0, Value::ColsAtCompileTime == 1 ? 1 : 0) {
+    remap();
+  }
 
   Borrowed(const Borrowed& other) : Borrowed(Value(other.map_)) {}
   Borrowed(Borrowed&& other) noexcept : owned_(std::move(other.owned_)), map_(other.map_) { other.reset(); }
