@@ -43,18 +43,17 @@ class Borrowed {
   static constexpr const char* kName = M::kName;
   static constexpr bool kCompact = M::kCompact;
   static constexpr auto kRetractions = M::kRetractions;
+  /// The columns of an empty map: a vector type has exactly one (Eigen asserts it), a matrix none.
+  static constexpr Eigen::Index kEmptyCols = Value::ColsAtCompileTime == 1 ? 1 : 0;
 
   /// An empty leaf (0 x 0, or length 0), owning nothing.
-  Borrowed() : map_(nullptr, 0, Value::ColsAtCompileTime == 1 ? 1 : 0) {}
+  Borrowed() : map_(nullptr, 0, kEmptyCols) {}
   /// The point whose rows x cols numbers, column-major, are at data.
   Borrowed(Scalar* data, Eigen::Index rows, Eigen::Index cols) : map_(data, rows, cols) {}
   /// The point over x's numbers: stepping it steps x.
   explicit Borrowed(M& x) : map_(x.value().data(), x.value().rows(), x.value().cols()) {}
   /// A leaf owning v (what ptree's rebuild makes).
-  explicit Borrowed(Value v)
-      : owned_(std::make_unique<Value>(std::move(v))), map_(nullptr, 0, Value::ColsAtCompileTime == 1 ? 1 : 0) {
-    remap();
-  }
+  explicit Borrowed(Value v) : owned_(std::make_unique<Value>(std::move(v))), map_(nullptr, 0, kEmptyCols) { remap(); }
 
   Borrowed(const Borrowed& other) : Borrowed(Value(other.map_)) {}
   Borrowed(Borrowed&& other) noexcept : owned_(std::move(other.owned_)), map_(other.map_) { other.reset(); }
@@ -96,7 +95,7 @@ class Borrowed {
   void remap() { new (&map_) Map(owned_->data(), owned_->rows(), owned_->cols()); }
   void reset() noexcept {
     owned_.reset();
-    new (&map_) Map(nullptr, 0, Value::ColsAtCompileTime == 1 ? 1 : 0);
+    new (&map_) Map(nullptr, 0, kEmptyCols);
   }
   template <class Other>
   void assign(const Other& source) {

@@ -117,7 +117,7 @@ class StiefelFamilyWorkspace {
   Eigen::Index cols() const noexcept { return n_; }
   SectionPolicy policy() const noexcept { return policy_; }
 
-  /// The number of coordinates: n(n - 1)/2 (none for Grassmann) + (N - n) n.
+  /// The number of coordinates, by M's shape rule (M::tangent_size).
   Eigen::Index tangent_size() const { return M::tangent_size(N_, n_); }
 
   /// Flops of one lift and one retract: recomputed, two Householder QRs and four applications of n reflectors to
