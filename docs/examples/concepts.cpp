@@ -22,9 +22,10 @@ struct Dense {
 };
 
 // snippet-begin: tree
-template <class T> struct Encoder {
-  std::vector<Dense<T>> layers;                                     // layers.0.weight, layers.0.bias, ...
-  geomopt::Stiefel<T> basis;                                        // a manifold leaf: storage is its 8 x 2 value
+template <class T>
+struct Encoder {
+  std::vector<Dense<T>> layers;                                      // layers.0.weight, layers.0.bias, ...
+  geomopt::Stiefel<T> basis;                                         // a manifold leaf: storage is its 8 x 2 value
   geomopt::ptree::Buffer<Eigen::Matrix<T, Eigen::Dynamic, 1>> mean;  // saved and cast, never trained
   GEOMOPT_PTREE(layers, basis, mean)
 };
@@ -37,7 +38,8 @@ int run() {
   geomopt::Rng rng(7);
   // snippet-begin: tree
   Encoder<double> model{{{Eigen::MatrixXd::Random(8, 4), Eigen::VectorXd::Zero(8)}},
-                        geomopt::Stiefel<double>::random_point(rng, 8, 2), Eigen::VectorXd::Zero(8).eval()};
+                        geomopt::Stiefel<double>::random_point(rng, 8, 2),
+                        Eigen::VectorXd::Zero(8).eval()};
   Encoder<double> grads = pt::zeros_like(model);  // gradients: a tree of the model's type
   std::cout << pt::summary(model);                // layers.0.weight, layers.0.bias, basis, mean (a buffer)
   Eigen::Index n = pt::count(model);              // 32 + 8 + 16 = 56 trainable numbers
@@ -54,8 +56,8 @@ int run() {
     Eigen::MatrixXd U = geomopt::to_ambient(Y, section, xi);     // Y A + Y_perp B: the Riemannian gradient
     double norm2 = geomopt::inner(Y, xi, xi);                    // the metric is the dot product of coordinates
     auto Z = Y;
-    geomopt::retract(Z, xi, geomopt::Retraction::cayley);        // a step along xi, on St(6, 2)
-    auto back = geomopt::inverse_retract(Y, Z);                  // xi again: the inverse is exact
+    geomopt::retract(Z, xi, geomopt::Retraction::cayley);  // a step along xi, on St(6, 2)
+    auto back = geomopt::inverse_retract(Y, Z);            // xi again: the inverse is exact
     // snippet-end: coordinates
     const Eigen::VectorXd coordinates = pt::flatten(xi);
     expect(geomopt::dim(Y) == 9 && coordinates.size() == 9, "nine coordinates");
@@ -83,7 +85,7 @@ int run() {
       return geomopt::LeafOptions{};
     });
     geomopt::StepReport report = opt.step(model, grads, state);  // report.lr, .grad_norm, .clip_scale, .applied
-    Encoder<double> averaged = geomopt::ema_params(state);      // the average, basis projected onto St(8, 2)
+    Encoder<double> averaged = geomopt::ema_params(state);       // the average, basis projected onto St(8, 2)
     // snippet-end: options
     expect(report.applied && std::abs(report.lr - 1e-2 / 11) < 1e-15 && report.clip_scale < 1, "the step's report");
     expect(model.layers[0].bias == before.layers[0].bias && model.layers[0].weight != before.layers[0].weight,

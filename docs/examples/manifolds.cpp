@@ -19,9 +19,9 @@ int run() {
     const Eigen::MatrixXd egrad = 1e-2 * Eigen::MatrixXd::Random(1000, 16);  // a Euclidean gradient
     // snippet-begin: readme
     geomopt::Rng rng(1);
-    auto Y = geomopt::Stiefel<double>::random_point(rng, 1000, 16);   // 1000 x 16, orthonormal columns
-    auto xi = geomopt::lift(Y, egrad);                                // Riemannian gradient, orthonormal coordinates
-    geomopt::retract(Y, xi, geomopt::Retraction::cayley);             // O(N n^2), never an N x N matrix
+    auto Y = geomopt::Stiefel<double>::random_point(rng, 1000, 16);  // 1000 x 16, orthonormal columns
+    auto xi = geomopt::lift(Y, egrad);                               // Riemannian gradient, orthonormal coordinates
+    geomopt::retract(Y, xi, geomopt::Retraction::cayley);            // O(N n^2), never an N x N matrix
     // snippet-end: readme
     expect(geomopt::check(Y) < 1e-12 && xi.B().rows() == 1000 - 16, "README: lift and retract on St(1000, 16)");
   }
@@ -31,8 +31,8 @@ int run() {
     const Eigen::MatrixXd dL_dS = Eigen::MatrixXd::Random(5, 5);  // a loss's gradient with respect to the dense S
     // snippet-begin: packed
     geomopt::SymmetricMatrix<double> s = geomopt::SymmetricMatrix<double>::from_dense(M);  // (M + M^T) / 2
-    Eigen::MatrixXd y = s * x;                       // no dense n x n matrix formed
-    Eigen::VectorXd g = s.pullback(dL_dS);           // what an optimizer steps s.storage() with
+    Eigen::MatrixXd y = s * x;              // no dense n x n matrix formed
+    Eigen::VectorXd g = s.pullback(dL_dS);  // what an optimizer steps s.storage() with
     // snippet-end: packed
     const Eigen::MatrixXd S = (M + M.transpose()) / 2;
     expect(s.dense().isApprox(S) && y.isApprox(S * x), "from_dense and the product");

@@ -13,9 +13,10 @@
 namespace docs_optimizers {
 
 // snippet-begin: readme
-template <class T> struct Frame {
-  geomopt::Stiefel<T> Y;                                  // on St(N, n): lifted, Adam in tangent coordinates, retracted
-  Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> W;     // stepped as torch.optim.Adam would
+template <class T>
+struct Frame {
+  geomopt::Stiefel<T> Y;                               // on St(N, n): lifted, Adam in tangent coordinates, retracted
+  Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> W;  // stepped as torch.optim.Adam would
   GEOMOPT_PTREE(Y, W)
 };
 
@@ -63,7 +64,7 @@ int run() {
     // snippet-begin: readme
     geomopt::Adam adam({.lr = 1e-3}, {.clip_norm = 1.0, .threads = 2});
     auto state = adam.init(params);
-    adam.step(params, grads, state);                          // grads: a Frame<T> of Euclidean gradients
+    adam.step(params, grads, state);  // grads: a Frame<T> of Euclidean gradients
     // snippet-end: readme
     expect(geomopt::check(params.Y) < 1e-12 && state.step_count() == 1 && state.coordinates() == 100 * 4 - 10 + 40,
            "README: one clipped two-thread Adam step of a tree with a Stiefel leaf");
@@ -76,9 +77,9 @@ int run() {
     Net<double> params = start, grads = start;
     const double first = loss(params, x, y, grads);
     // snippet-begin: intro
-    geomopt::Adam adam({.lr = 1e-2});           // the optimizer's settings, then optionally the common ones
-    auto state = adam.init(params);             // state for this tree (or adam.init(params, rule))
-    adam.step(params, grads, state);            // grads: a tree of params' type
+    geomopt::Adam adam({.lr = 1e-2});  // the optimizer's settings, then optionally the common ones
+    auto state = adam.init(params);    // state for this tree (or adam.init(params, rule))
+    adam.step(params, grads, state);   // grads: a tree of params' type
     // snippet-end: intro
     for (int t = 0; t < 50; ++t) {
       loss(params, x, y, grads);
@@ -114,9 +115,9 @@ int run() {
     FramedNet params{geomopt::Stiefel<double>::random_point(rng, 12, 4), start}, grads = params;
     const double first = loss(params.net, x, y, grads.net);
     // snippet-begin: muon
-    geomopt::ManifoldMuon muon({.lr = 0.02, .momentum = 0.95, .nesterov = true, .ns_steps = 5,
-                                .fallback = {.lr = 1e-2, .weight_decay = 0}});
-    auto state = muon.init(params);   // the matrices and the Stiefel leaf: momentum only; the biases: AdamW's moments
+    geomopt::ManifoldMuon muon(
+        {.lr = 0.02, .momentum = 0.95, .nesterov = true, .ns_steps = 5, .fallback = {.lr = 1e-2, .weight_decay = 0}});
+    auto state = muon.init(params);  // the matrices and the Stiefel leaf: momentum only; the biases: AdamW's moments
     muon.step(params, grads, state);
     // snippet-end: muon
     for (int t = 0; t < 50; ++t) {
@@ -126,8 +127,7 @@ int run() {
     }
     expect(loss(params.net, x, y, grads.net) < 0.5 * first, "Muon reduces the loss");
     expect(geomopt::check(params.frame) < 1e-12, "ManifoldMuon keeps the frame on St(12, 4)");
-    expect(state.muon_leaf_count() == 3 &&
-               state.nbytes() == (12 * 4 + 4 * 3 + 2 * 4 + 2 * (4 + 2)) * sizeof(double),
+    expect(state.muon_leaf_count() == 3 && state.nbytes() == (12 * 4 + 4 * 3 + 2 * 4 + 2 * (4 + 2)) * sizeof(double),
            "state: momentum for the frame and the two matrices, AdamW's two moments for the biases");
   }
   return expect.failures;

@@ -41,7 +41,7 @@ int run() {
 
   geomopt::SolverOptions options;
   options.method = geomopt::SolverMethod::lbfgs;
-  geomopt::SolverSummary summary = geomopt::minimize(cost, x, options);   // x is updated in place
+  geomopt::SolverSummary summary = geomopt::minimize(cost, x, options);  // x is updated in place
   std::cout << summary.BriefReport() << "\n" << summary.FullReport();
   // snippet-end: minimize
   expect(std::abs(summary.final_cost - optimum) < 1e-8 * std::abs(optimum) && geomopt::check(x.X) < 1e-12,
@@ -52,7 +52,7 @@ int run() {
   // layout (storage for Euclidean and packed leaves, an ambient matrix for manifold leaves)
   auto hessian = [&](const Brockett&, const Brockett& xi, Brockett* hv) { hv->X.value() = 2 * A * xi.X.value() * N; };
   options.method = geomopt::SolverMethod::trust_region;
-  geomopt::SolverSummary tr = geomopt::minimize(cost, hessian, y, options);   // options is required here
+  geomopt::SolverSummary tr = geomopt::minimize(cost, hessian, y, options);  // options is required here
   // snippet-end: hessian
   std::cout << tr.BriefReport() << "\n";
   expect(std::abs(tr.final_cost - optimum) < 1e-8 * std::abs(optimum) && tr.num_hessian_evaluations > 0,
