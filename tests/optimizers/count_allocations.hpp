@@ -1,44 +1,23 @@
-// Counting heap allocations in a test executable: every global operator new, and Eigen's own allocations, which call
-// malloc directly and are caught by EIGEN_RUNTIME_NO_MALLOC with an eigen_assert that records instead of aborting.
+// Counting heap allocations in a test executable: every global operator new (defined here), and Eigen's own
+// allocations, counted by the Eigen configuration of tests/support/eigen_counting.hpp.
 //
 // Include it first, before anything that includes Eigen, in one file per test executable (it defines the global
-// operator new and delete). Then { alloc_count::Window window; ...; CHECK(window.count() == 0); }. Any other failed
-// Eigen assertion aborts with its expression, as it would in a debug build.
+// operator new and delete); the test build defines GEOMOPT_TEST_COUNTING for every test that includes it
+// (tests/CMakeLists.txt). Then { alloc_count::Window window; ...; CHECK(window.count() == 0); }.
 #pragma once
 
-#include <atomic>
+#ifndef GEOMOPT_TEST_COUNTING
+#error "count_allocations.hpp: the test build defines GEOMOPT_TEST_COUNTING for the tests that include it"
+#endif
+
 #include <cstddef>
-#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <new>
 
-namespace alloc_count {
-inline std::atomic<long> news{0};           // calls to any operator new
-inline std::atomic<long> eigen_mallocs{0};  // Eigen heap allocations (or other failed assertions) while forbidden
-inline bool report = true;                 // print where each forbidden one happened
-void eigen_assert_failed(const char* expr, const char* file, int line);
-}  // namespace alloc_count
-
-#define EIGEN_RUNTIME_NO_MALLOC
-#define eigen_assert(x)                                                                    \
-  do {                                                                                     \
-    if (!static_cast<bool>(x)) ::alloc_count::eigen_assert_failed(#x, __FILE__, __LINE__); \
-  } while (false)
-
-#include <Eigen/Core>
+#include "../support/eigen_counting.hpp"
 
 namespace alloc_count {
-inline void eigen_assert_failed(const char* expr, const char* file, int line) {
-  if (!Eigen::internal::is_malloc_allowed()) {
-    ++eigen_mallocs;
-    if (report) std::fprintf(stderr, "while allocations are forbidden: %s at %s:%d\n", expr, file, line);
-    return;
-  }
-  std::fprintf(stderr, "eigen_assert failed: %s at %s:%d\n", expr, file, line);
-  std::abort();
-}
-
 inline void* allocate(std::size_t n) {
   ++news;
   if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
@@ -65,18 +44,6 @@ inline void* allocate_aligned_nothrow(std::size_t n, std::align_val_t al) noexce
     return nullptr;
   }
 }
-
-// Counts the allocations of both kinds from its construction to count(); Eigen's are forbidden (and recorded) in
-// between.
-class Window {
- public:
-  Window() : news_(news.load()), eigen_(eigen_mallocs.load()) { Eigen::internal::set_is_malloc_allowed(false); }
-  ~Window() { Eigen::internal::set_is_malloc_allowed(true); }
-  long count() const { return news.load() - news_ + eigen_mallocs.load() - eigen_; }
-
- private:
-  long news_, eigen_;
-};
 }  // namespace alloc_count
 
 void* operator new(std::size_t n) { return alloc_count::allocate(n); }

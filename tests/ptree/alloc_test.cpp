@@ -1,26 +1,10 @@
 // Zero heap allocations: for_each, map_into, fold, flatten_into, unflatten_into, for_each_storage and fold_storage
 // allocate nothing on a nested tree (vectors, maps, optionals, a variant, ties, a buffer) at arities 1 to 6.
 //
-// Global operator new/delete are replaced with counting versions (every usual overload). Eigen allocates through
-// its own aligned_malloc, not operator new: EIGEN_RUNTIME_NO_MALLOC plus an eigen_assert that records instead of
-// aborting counts those too.
+// Allocations are counted by count_allocations.hpp: every global operator new, and Eigen's own (aligned_malloc, not
+// operator new), which its Eigen configuration records.
 
-#include <cstddef>
-#include <cstdio>
-#include <cstdlib>
-#include <new>
-
-namespace alloc_count {
-inline long news = 0;           // calls to any operator new
-inline long eigen_mallocs = 0;  // Eigen heap allocations while forbidden
-void eigen_assert_failed(const char* expr, const char* file, int line);
-}  // namespace alloc_count
-
-#define EIGEN_RUNTIME_NO_MALLOC
-#define eigen_assert(x)                                                                    \
-  do {                                                                                     \
-    if (!static_cast<bool>(x)) ::alloc_count::eigen_assert_failed(#x, __FILE__, __LINE__); \
-  } while (false)
+#include "../optimizers/count_allocations.hpp"  // first: it configures Eigen
 
 #include "common.hpp"
 
@@ -33,75 +17,6 @@ void eigen_assert_failed(const char* expr, const char* file, int line);
 #include <utility>
 #include <variant>
 #include <vector>
-
-namespace alloc_count {
-void eigen_assert_failed(const char* expr, const char* file, int line) {
-  if (!Eigen::internal::is_malloc_allowed()) {
-    ++eigen_mallocs;  // an allocation while forbidden (or another assertion inside a guarded walk): a failure
-    return;
-  }
-  std::fprintf(stderr, "eigen_assert failed: %s at %s:%d\n", expr, file, line);
-  std::abort();
-}
-
-void* allocate(std::size_t n) {
-  ++news;
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-void* allocate_aligned(std::size_t n, std::align_val_t al) {
-  ++news;
-  const auto a = static_cast<std::size_t>(al);
-  const std::size_t size = ((n == 0 ? 1 : n) + a - 1) / a * a;
-  if (void* p = std::aligned_alloc(a, size)) return p;
-  throw std::bad_alloc();
-}
-}  // namespace alloc_count
-
-void* operator new(std::size_t n) { return alloc_count::allocate(n); }
-void* operator new[](std::size_t n) { return alloc_count::allocate(n); }
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-  try {
-    return alloc_count::allocate(n);
-  } catch (...) {
-    return nullptr;
-  }
-}
-void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
-  try {
-    return alloc_count::allocate(n);
-  } catch (...) {
-    return nullptr;
-  }
-}
-void* operator new(std::size_t n, std::align_val_t al) { return alloc_count::allocate_aligned(n, al); }
-void* operator new[](std::size_t n, std::align_val_t al) { return alloc_count::allocate_aligned(n, al); }
-void* operator new(std::size_t n, std::align_val_t al, const std::nothrow_t&) noexcept {
-  try {
-    return alloc_count::allocate_aligned(n, al);
-  } catch (...) {
-    return nullptr;
-  }
-}
-void* operator new[](std::size_t n, std::align_val_t al, const std::nothrow_t&) noexcept {
-  try {
-    return alloc_count::allocate_aligned(n, al);
-  } catch (...) {
-    return nullptr;
-  }
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
 
 namespace {
 

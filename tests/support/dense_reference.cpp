@@ -1,3 +1,5 @@
+#include "eigen_counting.hpp"  // first: where GEOMOPT_TEST_COUNTING is defined, it configures Eigen
+
 #include "dense_reference.hpp"
 
 #include <Eigen/Dense>

@@ -7,8 +7,15 @@
 // kernels_double.cpp / kernels_float.cpp (the geomopt_test_kernels library) hold the matching explicit instantiation
 // definitions. So each kernel is compiled once per build, with the build's flags, instead of once in every test file
 // that uses it: the same source code, run by the same tests, at a third of the compile time of the property suites.
-// Only these exact specializations are affected; every other scalar (ceres::Jet) instantiates as usual.
+// Only these exact specializations are affected; every other scalar (ceres::Jet) instantiates as usual. And only what
+// is not inline stays out of the tests' code: a class's members defined in its body are inline and are instantiated
+// wherever they are used, so the list names the heavy free functions the workspaces call.
+//
+// The tests that count allocations (GEOMOPT_TEST_COUNTING) take the same list with Eigen configured to count
+// (eigen_counting.hpp), from their own library, geomopt_test_kernels_counting.
 #pragma once
+
+#include "eigen_counting.hpp"  // first: where GEOMOPT_TEST_COUNTING is defined, it configures Eigen
 
 #include <Eigen/Dense>
 #include <geomopt/manifolds.hpp>
@@ -27,11 +34,11 @@
       const geomopt::detail::Mat<T>&, const geomopt::detail::Mat<T>&);                                                \
   EXT template geomopt::detail::Mat<T> geomopt::detail::core_function<T>(const geomopt::detail::Mat<T>&,              \
                                                                          geomopt::Retraction);                        \
-  EXT template class geomopt::detail::StiefelFamilyWorkspace<T, geomopt::Stiefel<T>>;                                \
-  EXT template class geomopt::detail::StiefelFamilyWorkspace<T, geomopt::Grassmann<T>>;                              \
-  EXT template class geomopt::detail::StiefelFamilyWorkspace<T, geomopt::Sphere<T>>;                                 \
-  EXT template class geomopt::detail::StiefelFamilyWorkspace<T, geomopt::SpecialOrthogonal<T>>;                      \
-  EXT template class geomopt::detail::SkewCoreKernels<T>;                                                            \
+  EXT template class geomopt::detail::StiefelFamilyWorkspace<T, geomopt::Stiefel<T>>;                                 \
+  EXT template class geomopt::detail::StiefelFamilyWorkspace<T, geomopt::Grassmann<T>>;                               \
+  EXT template class geomopt::detail::StiefelFamilyWorkspace<T, geomopt::Sphere<T>>;                                  \
+  EXT template class geomopt::detail::StiefelFamilyWorkspace<T, geomopt::SpecialOrthogonal<T>>;                       \
+  EXT template class geomopt::detail::SkewCoreKernels<T>;                                                             \
   EXT template geomopt::detail::Mat<T> geomopt::detail::solve_right_shifted<T>(const geomopt::detail::Mat<T>&,        \
                                                                                const geomopt::detail::Mat<T>&);       \
   EXT template std::pair<geomopt::detail::Mat<T>, geomopt::detail::Mat<T>>                                            \
@@ -46,7 +53,25 @@
   EXT template geomopt::detail::Mat<T> geomopt::detail::expm<T>(const geomopt::detail::Mat<T>&);                      \
   EXT template geomopt::detail::Mat<T> geomopt::detail::cayley<T>(const geomopt::detail::Mat<T>&);                    \
   EXT template geomopt::detail::Mat<T> geomopt::detail::log_orthogonal<T>(const geomopt::detail::Mat<T>&);            \
-  EXT template T geomopt::detail::orthonormality_defect<T>(const geomopt::detail::Mat<T>&);
+  EXT template T geomopt::detail::orthonormality_defect<T>(const geomopt::detail::Mat<T>&);                           \
+  EXT template geomopt::detail::Mat<T> geomopt::detail::skew_function_spectral<T>(const geomopt::detail::Mat<T>&,     \
+                                                                                  bool);                              \
+  EXT template void geomopt::detail::skew_core_function<T>(geomopt::detail::SkewCoreKernels<T>&,                      \
+                                                           const geomopt::detail::Mat<T>&, geomopt::Retraction,       \
+                                                           geomopt::detail::Mat<T>&);                                 \
+  EXT template void geomopt::detail::stack_gemm<T>(geomopt::detail::StackGemmDst<T>,                                  \
+                                                   geomopt::detail::StackGemmSrc<T>, geomopt::detail::GemmOp,         \
+                                                   geomopt::detail::StackGemmSrc<T>, geomopt::detail::GemmOp,         \
+                                                   geomopt::detail::GemmMode);                                        \
+  EXT template void geomopt::detail::stack_gram<T>(geomopt::detail::StackGemmDst<T>,                                  \
+                                                   geomopt::detail::StackGemmSrc<T>);                                 \
+  EXT template void geomopt::detail::dense_product<T>(geomopt::detail::DenseDestination<T>,                           \
+                                                      geomopt::detail::DenseOperand<T>, geomopt::detail::ProductOp,   \
+                                                      geomopt::detail::DenseOperand<T>, geomopt::detail::ProductOp,   \
+                                                      T, bool);                                                       \
+  EXT template std::pair<double, double> geomopt::detail::extreme_singular_values<T>(const geomopt::detail::Mat<T>&,  \
+                                                                                     const char*);                    \
+  EXT template class Eigen::RealSchur<Eigen::Matrix<T, -1, -1>>;
 // clang-format on
 
 GEOMOPT_TEST_KERNELS(extern, double)
