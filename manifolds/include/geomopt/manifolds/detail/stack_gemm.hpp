@@ -90,19 +90,17 @@ void stack_gemm(StackGemmDst<T> dst, StackGemmSrc<T> lhs, GemmOp lop, StackGemmS
   }
 }
 
-// dst = b^T b: the tiles on and above the diagonal by stack_gemm, the rest mirrored (half the work of a full
-// product, and exactly symmetric).
+// dst = b^T b: the columns on and above the diagonal by panels of 32 columns, each one stack_gemm, and the rest
+// mirrored. The panels cover n (n + 32) / 2 of the n^2 entries, close to the half a symmetric product needs (square
+// tiles of stack_tile() would compute most of the matrix for n up to a few tiles), and dst is exactly symmetric.
 template <class T>
 void stack_gram(StackGemmDst<T> dst, StackGemmSrc<T> b) {
-  constexpr Eigen::Index t = stack_tile<T>();
+  constexpr Eigen::Index panel = 32;
   const Eigen::Index n = b.cols();
-  for (Eigen::Index j = 0; j < n; j += t) {
-    const Eigen::Index nj = std::min(t, n - j);
-    for (Eigen::Index i = 0; i <= j; i += t) {
-      const Eigen::Index mi = std::min(t, n - i);
-      stack_gemm<T>(dst.block(i, j, mi, nj), b.middleCols(i, mi), GemmOp::transposed, b.middleCols(j, nj),
-                    GemmOp::plain, GemmMode::assign);
-    }
+  for (Eigen::Index j = 0; j < n; j += panel) {
+    const Eigen::Index nj = std::min(panel, n - j);
+    stack_gemm<T>(dst.block(0, j, j + nj, nj), b.leftCols(j + nj), GemmOp::transposed, b.middleCols(j, nj),
+                  GemmOp::plain, GemmMode::assign);
   }
   for (Eigen::Index j = 0; j < n; ++j)
     for (Eigen::Index i = j + 1; i < n; ++i) dst(i, j) = dst(j, i);
