@@ -403,26 +403,34 @@ void project_and_check(const F& factory, const std::string& label) {
   }
 }
 
+// f(r, norm, xi) for both retractions, each norm of 0.1, 1, 10 and 60, and `trials` random tangents xi of that norm
+// at x, the retraction and the norm captured for the messages.
+template <class M, class F>
+void for_retractions_and_norms(const M& x, Rng& rng, int trials, const F& f) {
+  for (const Retraction r : kRetractions) {
+    for (const double norm : {0.1, 1.0, 10.0, 60.0}) {
+      for (int trial = 0; trial < trials; ++trial) {
+        CAPTURE(name_of(r));
+        CAPTURE(norm);
+        f(r, norm, tangent_of_norm(x, rng, norm));
+      }
+    }
+  }
+}
+
 // check(retract(x, xi)) is zero to rounding for lifts of norm 0.1, 1, 10 and 60, both retractions.
 template <class M, class F>
 void retraction_stays_on_manifold(const F& factory, const std::string& label) {
   using T = typename M::Scalar;
   Rng rng(303);
   const M x = make_point<M>(factory, rng);
-  for (const Retraction r : kRetractions) {
-    for (const double norm : {0.1, 1.0, 10.0, 60.0}) {
-      for (int trial = 0; trial < 3; ++trial) {
-        CAPTURE(name_of(r));
-        CAPTURE(norm);
-        const auto xi = tangent_of_norm(x, rng, norm);
-        MPROPS_CHECK_LE(label, "inner(xi, xi) - norm^2", std::abs(static_cast<double>(inner(x, xi, xi)) - norm * norm),
-                        Tol<T>::exact * 10 * norm * norm);
-        const M y = retracted(x, xi, r);
-        MPROPS_CHECK_LE(label, std::string("check(retract) ") + name_of(r) + " norm " + std::to_string(norm),
-                        check(y) / check_scale(y), Tol<T>::on_manifold);
-      }
-    }
-  }
+  for_retractions_and_norms(x, rng, 3, [&](Retraction r, double norm, const auto& xi) {
+    MPROPS_CHECK_LE(label, "inner(xi, xi) - norm^2", std::abs(static_cast<double>(inner(x, xi, xi)) - norm * norm),
+                    Tol<T>::exact * 10 * norm * norm);
+    const M y = retracted(x, xi, r);
+    MPROPS_CHECK_LE(label, std::string("check(retract) ") + name_of(r) + " norm " + std::to_string(norm),
+                    check(y) / check_scale(y), Tol<T>::on_manifold);
+  });
 }
 
 // The retraction equals its dense formula: Stiefel family lambda f(X) [I; 0] (X exp(A) for SO(n)), f the dense
@@ -432,19 +440,11 @@ void retraction_matches_reference(const F& factory, const std::string& label) {
   using T = typename M::Scalar;
   Rng rng(404);
   const M x = make_point<M>(factory, rng);
-  for (const Retraction r : kRetractions) {
-    for (const double norm : {0.1, 1.0, 10.0, 60.0}) {
-      for (int trial = 0; trial < 2; ++trial) {
-        CAPTURE(name_of(r));
-        CAPTURE(norm);
-        const auto xi = tangent_of_norm(x, rng, norm);
-        const M y = retracted(x, xi, r);
-        MPROPS_CHECK_LE(label,
-                        std::string("retract vs dense reference ") + name_of(r) + " norm " + std::to_string(norm),
-                        rel(value_d(y), reference_retraction(x, xi, r)), Tol<T>::reference);
-      }
-    }
-  }
+  for_retractions_and_norms(x, rng, 2, [&](Retraction r, double norm, const auto& xi) {
+    const M y = retracted(x, xi, r);
+    MPROPS_CHECK_LE(label, std::string("retract vs dense reference ") + name_of(r) + " norm " + std::to_string(norm),
+                    rel(value_d(y), reference_retraction(x, xi, r)), Tol<T>::reference);
+  });
 }
 
 // (retract(x, t xi) - x) / t = to_ambient(x, xi) + O(t), for a unit xi (SPD: relative to the size of x).

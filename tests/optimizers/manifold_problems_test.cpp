@@ -85,6 +85,26 @@ geomopt::Adam make_adam(double lr, double decay, const Geometry& g) {
       {.schedule = geomopt::schedules::exponential(decay), .retraction = g.retraction, .section = g.section});
 }
 
+struct Costs {
+  double initial, last;
+};
+
+// Adam with lr decaying by `decay` a step in geometry g, `steps` steps from params (left at the last point), the
+// gradient from evaluate(params, grads), which returns the cost.
+template <class P, class F>
+Costs train_adam(P& params, const F& evaluate, double lr, double decay, const Geometry& g, int steps) {
+  P grads = params;
+  geomopt::Adam adam = make_adam(lr, decay, g);
+  auto state = adam.init(params);
+  Costs costs{evaluate(params, grads), 0};
+  costs.last = costs.initial;
+  for (int k = 0; k < steps; ++k) {
+    adam.step(params, grads, state);
+    costs.last = evaluate(params, grads);
+  }
+  return costs;
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // a. F(Y, W, b) = 1/2 |R|_F^2, R = Y W + b 1^T - B: dF = <R, dY W + Y dW + db 1^T>, so
 //    dF/dY = R W^T, dF/dW = Y^T R, dF/db = R 1.
@@ -213,20 +233,13 @@ TEST_CASE("b: Adam on St(20, 3) x St(20, 3) reaches the best rank-3 approximatio
   for (const Geometry& geometry : kGeometries) {
     INFO(std::string(geometry.name));
     Factors params = start;
-    Factors grads = start;
     // The cost is a norm, so its gradient does not shrink near the optimum: the decaying schedule (lr 0.05 down to
     // 3e-4 at step 1000) is what lets Adam settle. 2e-2 is reached within about 50 steps; after 1000 the relative
     // error is about 1e-6 on the draws tried.
-    geomopt::Adam adam = make_adam(0.05, 0.995, geometry);
-    auto state = adam.init(params);
-    double f = problem.evaluate(params, grads);
-    const double initial = f;
-    for (int k = 0; k < 1000; ++k) {
-      adam.step(params, grads, state);
-      f = problem.evaluate(params, grads);
-    }
-    const double relative = (f - problem.best) / problem.best;
-    INFO("f " << initial << " -> " << f << ", best rank-3 error " << problem.best << ", relative " << relative);
+    const Costs f = train_adam(
+        params, [&](const Factors& p, Factors& g) { return problem.evaluate(p, g); }, 0.05, 0.995, geometry, 1000);
+    const double relative = (f.last - problem.best) / problem.best;
+    INFO("f " << f.initial << " -> " << f.last << ", best rank-3 error " << problem.best << ", relative " << relative);
     CHECK(relative <= 2e-2);
     CHECK(relative >= -1e-12);  // Eckart-Young
     CHECK(geomopt::check(params.W1) < 1e-12);
@@ -258,17 +271,10 @@ TEST_CASE("c: Adam on Gr(5, 2) finds the dominant subspace to 1e-6") {
   for (const Geometry& geometry : kGeometries) {
     INFO(std::string(geometry.name));
     Subspace params = start;
-    Subspace grads = start;
     // lr 0.1 decaying by 0.99 a step: about 10 units of travel per coordinate, ample for a subspace at most pi/2
     // away, and lr 5e-3 at the end, small enough for Adam's sign-like steps to settle. Reaches 1e-6 in 90 to 122
     // steps on the 30 draws tried; 300 leave a margin.
-    geomopt::Adam adam = make_adam(0.1, 0.99, geometry);
-    auto state = adam.init(params);
-    double f = evaluate(params, grads);
-    for (int k = 0; k < 300; ++k) {
-      adam.step(params, grads, state);
-      f = evaluate(params, grads);
-    }
+    const double f = train_adam(params, evaluate, 0.1, 0.99, geometry, 300).last;
     const double relative = (f - optimum) / std::abs(optimum);
     INFO("f " << f << ", optimum " << optimum << ", relative " << relative);
     CHECK(std::abs(relative) <= 1e-6);
@@ -319,16 +325,9 @@ TEST_CASE("d: Adam on St(20, 5) reaches the Brockett minimum to 1e-6") {
   for (const Geometry& geometry : kGeometries) {
     INFO(std::string(geometry.name));
     Frame params = start;
-    Frame grads = start;
     // lr 0.1 decaying by 0.995 a step (5e-3 at step 600): reaches 1e-6 in a median 127 and at most 264 steps on the
     // 30 draws tried (the slow draws are recomputed-section runs; docs/design.md, "Section policy").
-    geomopt::Adam adam = make_adam(0.1, 0.995, geometry);
-    auto state = adam.init(params);
-    double f = evaluate(params, grads);
-    for (int k = 0; k < 600; ++k) {
-      adam.step(params, grads, state);
-      f = evaluate(params, grads);
-    }
+    const double f = train_adam(params, evaluate, 0.1, 0.995, geometry, 600).last;
     const double relative = (f - optimum) / std::abs(optimum);
     INFO("f " << f << ", optimum " << optimum << ", relative " << relative);
     CHECK(std::abs(relative) <= 1e-6);

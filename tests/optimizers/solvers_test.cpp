@@ -219,44 +219,23 @@ bool slow_when_sanitized(SolverMethod m) {
          (m == SolverMethod::gradient_descent || m == SolverMethod::conjugate_gradient || m == SolverMethod::bfgs);
 }
 
-struct Brockett200 {
+// Brockett on St(200, 10) from its fixed start, by one method (skipped where slow_when_sanitized says so).
+void solve_brockett200(SolverMethod method, int max_iterations) {
+  if (slow_when_sanitized(method)) {
+    MESSAGE("skipped under AddressSanitizer (see kSanitized)");
+    return;
+  }
   geomopt::Rng rng{kBrockett200Seed};
-  Brockett problem{rng, 200, 10};
-  geomopt::Stiefel<double> start = geomopt::Stiefel<double>::random_point(rng, 200, 10);
-};
+  const Brockett problem{rng, 200, 10};
+  const auto start = geomopt::Stiefel<double>::random_point(rng, 200, 10);
+  solve_brockett(problem, 200, 10, method, start, max_iterations);
+}
 
-TEST_CASE("Brockett on St(200, 10): gradient descent") {
-  if (slow_when_sanitized(SolverMethod::gradient_descent)) {
-    MESSAGE("skipped under AddressSanitizer (see kSanitized)");
-    return;
-  }
-  const Brockett200 b;
-  solve_brockett(b.problem, 200, 10, SolverMethod::gradient_descent, b.start, 100000);
-}
-TEST_CASE("Brockett on St(200, 10): conjugate gradient") {
-  if (slow_when_sanitized(SolverMethod::conjugate_gradient)) {
-    MESSAGE("skipped under AddressSanitizer (see kSanitized)");
-    return;
-  }
-  const Brockett200 b;
-  solve_brockett(b.problem, 200, 10, SolverMethod::conjugate_gradient, b.start, 20000);
-}
-TEST_CASE("Brockett on St(200, 10): L-BFGS") {
-  const Brockett200 b;
-  solve_brockett(b.problem, 200, 10, SolverMethod::lbfgs, b.start, 20000);
-}
-TEST_CASE("Brockett on St(200, 10): BFGS (dimension 1945)") {
-  if (slow_when_sanitized(SolverMethod::bfgs)) {
-    MESSAGE("skipped under AddressSanitizer (see kSanitized)");
-    return;
-  }
-  const Brockett200 b;
-  solve_brockett(b.problem, 200, 10, SolverMethod::bfgs, b.start, 20000);
-}
-TEST_CASE("Brockett on St(200, 10): trust region") {
-  const Brockett200 b;
-  solve_brockett(b.problem, 200, 10, SolverMethod::trust_region, b.start, 20000);
-}
+TEST_CASE("Brockett on St(200, 10): gradient descent") { solve_brockett200(SolverMethod::gradient_descent, 100000); }
+TEST_CASE("Brockett on St(200, 10): conjugate gradient") { solve_brockett200(SolverMethod::conjugate_gradient, 20000); }
+TEST_CASE("Brockett on St(200, 10): L-BFGS") { solve_brockett200(SolverMethod::lbfgs, 20000); }
+TEST_CASE("Brockett on St(200, 10): BFGS (dimension 1945)") { solve_brockett200(SolverMethod::bfgs, 20000); }
+TEST_CASE("Brockett on St(200, 10): trust region") { solve_brockett200(SolverMethod::trust_region, 20000); }
 
 TEST_CASE("Brockett on St(20, 5) in float: L-BFGS reaches the minimum to 1e-4") {
   geomopt::Rng rng(kSeed);
