@@ -80,6 +80,11 @@ ceres::Solver::Options tight_options() {
   options.parameter_tolerance = 0;
   options.gradient_tolerance = 1e-12;
   options.linear_solver_type = ceres::DENSE_QR;
+  // At the rounding floor the model's decrease is exactly zero and Ceres counts the step invalid; whether five such
+  // steps in a row come before a step whose cost change is exactly zero (function_tolerance 0) depends on the last bits
+  // of the arithmetic (the kernel path, for one), and the first ends the solve as a FAILURE that keeps the start. As
+  // many invalid steps as iterations make either end usable; check_fit judges the point.
+  options.max_num_consecutive_invalid_steps = options.max_num_iterations;
   return options;
 }
 
