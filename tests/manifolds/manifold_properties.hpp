@@ -25,6 +25,7 @@
 #include <Eigen/Dense>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <geomopt/manifolds.hpp>
@@ -403,16 +404,27 @@ void project_and_check(const F& factory, const std::string& label) {
   }
 }
 
-// f(r, norm, xi) for both retractions, each norm of 0.1, 1, 10 and 60, and `trials` random tangents xi of that norm
-// at x, the retraction and the norm captured for the messages.
-template <class M, class F>
-void for_retractions_and_norms(const M& x, Rng& rng, int trials, const F& f) {
+// One case of for_retractions: the retraction, the tangent's norm, and both named for the messages.
+struct RetractionCase {
+  Retraction r;
+  double norm;
+  std::string where;
+};
+
+// f(x, xi, y, case) at a point x made from `seed`, for both retractions, each norm of 0.1, 1, 10 and 60, and `trials`
+// random tangents xi of that norm, with y = retract(x, xi).
+template <class M, class F, class G>
+void for_retractions(const F& factory, std::uint64_t seed, int trials, const G& f) {
+  Rng rng(seed);
+  const M x = make_point<M>(factory, rng);
   for (const Retraction r : kRetractions) {
     for (const double norm : {0.1, 1.0, 10.0, 60.0}) {
       for (int trial = 0; trial < trials; ++trial) {
         CAPTURE(name_of(r));
         CAPTURE(norm);
-        f(r, norm, tangent_of_norm(x, rng, norm));
+        const auto xi = tangent_of_norm(x, rng, norm);
+        const M y = retracted(x, xi, r);
+        f(x, xi, y, RetractionCase{r, norm, std::string(name_of(r)) + " norm " + std::to_string(norm)});
       }
     }
   }
@@ -422,14 +434,10 @@ void for_retractions_and_norms(const M& x, Rng& rng, int trials, const F& f) {
 template <class M, class F>
 void retraction_stays_on_manifold(const F& factory, const std::string& label) {
   using T = typename M::Scalar;
-  Rng rng(303);
-  const M x = make_point<M>(factory, rng);
-  for_retractions_and_norms(x, rng, 3, [&](Retraction r, double norm, const auto& xi) {
-    MPROPS_CHECK_LE(label, "inner(xi, xi) - norm^2", std::abs(static_cast<double>(inner(x, xi, xi)) - norm * norm),
-                    Tol<T>::exact * 10 * norm * norm);
-    const M y = retracted(x, xi, r);
-    MPROPS_CHECK_LE(label, std::string("check(retract) ") + name_of(r) + " norm " + std::to_string(norm),
-                    check(y) / check_scale(y), Tol<T>::on_manifold);
+  for_retractions<M>(factory, 303, 3, [&](const M& x, const auto& xi, const M& y, const RetractionCase& c) {
+    MPROPS_CHECK_LE(label, "inner(xi, xi) - norm^2", std::abs(static_cast<double>(inner(x, xi, xi)) - c.norm * c.norm),
+                    Tol<T>::exact * 10 * c.norm * c.norm);
+    MPROPS_CHECK_LE(label, "check(retract) " + c.where, check(y) / check_scale(y), Tol<T>::on_manifold);
   });
 }
 
@@ -437,13 +445,9 @@ void retraction_stays_on_manifold(const F& factory, const std::string& label) {
 // exponential or the Cayley transform; SPD X^(1/2) exp(X^(-1/2) U X^(-1/2)) X^(1/2) and X + U + U X^-1 U / 2.
 template <class M, class F>
 void retraction_matches_reference(const F& factory, const std::string& label) {
-  using T = typename M::Scalar;
-  Rng rng(404);
-  const M x = make_point<M>(factory, rng);
-  for_retractions_and_norms(x, rng, 2, [&](Retraction r, double norm, const auto& xi) {
-    const M y = retracted(x, xi, r);
-    MPROPS_CHECK_LE(label, std::string("retract vs dense reference ") + name_of(r) + " norm " + std::to_string(norm),
-                    rel(value_d(y), reference_retraction(x, xi, r)), Tol<T>::reference);
+  for_retractions<M>(factory, 404, 2, [&](const M& x, const auto& xi, const M& y, const RetractionCase& c) {
+    MPROPS_CHECK_LE(label, "retract vs dense reference " + c.where, rel(value_d(y), reference_retraction(x, xi, c.r)),
+                    Tol<typename M::Scalar>::reference);
   });
 }
 

@@ -576,13 +576,16 @@ struct Mixed {
   GEOMOPT_PTREE(X, S, v)
 };
 
-TEST_CASE("A tree of Stiefel, packed symmetric and Euclidean leaves: L-BFGS reaches the joint optimum") {
-  geomopt::Rng rng(kSeed);
-  const Brockett brockett(rng, 20, 5);
-  const Matrix s0_raw = gaussian(rng, 4, 4);
-  const Matrix s0 = (s0_raw + s0_raw.transpose()) / 2;
-  const Vector v0 = gaussian(rng, 6, 1).col(0);
-  auto evaluate = [&](const Mixed& p, Mixed* g) {
+// The mixed tree's problem, drawn in the order Brockett, S0, v0; evaluate gives f and, unless g is null, its gradient.
+struct MixedProblem {
+  Brockett brockett;
+  Matrix s0;
+  Vector v0;
+  explicit MixedProblem(geomopt::Rng& rng)
+      : brockett(rng, 20, 5), s0(gaussian(rng, 4, 4)), v0(gaussian(rng, 6, 1).col(0)) {
+    s0 = ((s0 + s0.transpose()) / 2).eval();
+  }
+  double evaluate(const Mixed& p, Mixed* g) const {
     const Matrix ds = p.S.dense() - s0;
     const Vector dv = p.v - v0;
     const double f = brockett.evaluate(p.X, g == nullptr ? nullptr : &g->X) + ds.squaredNorm() + dv.squaredNorm();
@@ -591,7 +594,16 @@ TEST_CASE("A tree of Stiefel, packed symmetric and Euclidean leaves: L-BFGS reac
       g->v = 2 * dv;
     }
     return f;
-  };
+  }
+};
+
+TEST_CASE("A tree of Stiefel, packed symmetric and Euclidean leaves: L-BFGS reaches the joint optimum") {
+  geomopt::Rng rng(kSeed);
+  const MixedProblem problem(rng);
+  const Brockett& brockett = problem.brockett;
+  const Matrix& s0 = problem.s0;
+  const Vector& v0 = problem.v0;
+  auto evaluate = [&](const Mixed& p, Mixed* g) { return problem.evaluate(p, g); };
   const Mixed start{geomopt::Stiefel<double>::random_point(rng, 20, 5), geomopt::SymmetricMatrix<double>(4),
                     Vector::Zero(6)};
 
@@ -638,21 +650,12 @@ TEST_CASE("A tree of Stiefel, packed symmetric and Euclidean leaves: L-BFGS reac
 
 TEST_CASE("Trust region with the user's Hessian: the mixed tree's optimum, no cost evaluations for H v, superlinear") {
   geomopt::Rng rng(kSeed + 1);
-  const Brockett brockett(rng, 20, 5);
-  const Matrix s0_raw = gaussian(rng, 4, 4);
-  const Matrix s0 = (s0_raw + s0_raw.transpose()) / 2;
-  const Vector v0 = gaussian(rng, 6, 1).col(0);
+  const MixedProblem problem(rng);
+  const Brockett& brockett = problem.brockett;
   int cost_calls = 0, hessian_calls = 0;
   auto cost = [&](const Mixed& p, Mixed* g) {
     ++cost_calls;
-    const Matrix ds = p.S.dense() - s0;
-    const Vector dv = p.v - v0;
-    const double f = brockett.evaluate(p.X, g == nullptr ? nullptr : &g->X) + ds.squaredNorm() + dv.squaredNorm();
-    if (g != nullptr) {
-      g->S = geomopt::SymmetricMatrix<double>::from_storage(p.S.pullback(2 * ds));
-      g->v = 2 * dv;
-    }
-    return f;
+    return problem.evaluate(p, g);
   };
   auto hessian = [&](const Mixed&, const Mixed& xi, Mixed* hv) {
     ++hessian_calls;
@@ -675,8 +678,8 @@ TEST_CASE("Trust region with the user's Hessian: the mixed tree's optimum, no co
   CHECK(summary.termination_type == TerminationType::convergence);
   CHECK(relative <= 1e-12);
   CHECK(summary.final_gradient_norm <= 1e-11);
-  CHECK((x.S.dense() - s0).norm() < 1e-10);
-  CHECK((x.v - v0).norm() < 1e-10);
+  CHECK((x.S.dense() - problem.s0).norm() < 1e-10);
+  CHECK((x.v - problem.v0).norm() < 1e-10);
   CHECK(geomopt::check(x.X) < 1e-12);
   // One cost evaluation at the start and one per trial step: none for the Hessian.
   CHECK(summary.num_cost_evaluations == summary.num_iterations() + 1);
