@@ -6,9 +6,14 @@
 // orthonormalization, so the ratio is the step's overhead over that floor (issue 20 asks for at most 2).
 //
 // usage: stiefel_step_bench [--shapes=N:n,N:n,...] [--reps=R] [--min-ms=M] [--retraction=cayley|geodesic]
-// Prints a markdown table: shape, step median, QR median, the median over repetitions of each repetition's own ratio
-// step / QR (a step and a QR timed back to back, so the pair sees the same load) with their range, and the
-// orthonormality defect of the leaf after the run.
+//                           [--kernel-path=portable|avx2] [--products]
+// The step's products take the kernel path given (default: the process's, avx2 where the CPU has it); the reference
+// is Eigen's at the build's flags either way. Prints the path, then a markdown table: shape, step median, QR median,
+// the median over repetitions of each repetition's own ratio step / QR (a step and a QR timed back to back, so the pair
+// sees the same load) with their range, and the orthonormality defect of the leaf after the run.
+// --products prints instead the rate of the step's two products at each shape, a block of 32 reflectors applied as
+// W = V^T X and X -= V W (V N x 32, X N x n), through stack_gemm on each kernel path and through Eigen's own product:
+// GFLOP/s, medians over the repetitions.
 #include <Eigen/Core>
 #include <Eigen/QR>
 #include <algorithm>
@@ -16,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <geomopt/manifolds/detail/stack_gemm.hpp>
 #include <geomopt/optimizers.hpp>
 #include <random>
 #include <sstream>
@@ -61,6 +67,40 @@ long calibrate(const std::function<void()>& f, double min_ms) {
   return std::max<long>(1, static_cast<long>(min_ms * 1e-3 / std::max(once, 1e-9)));
 }
 
+// The products of one block of reflectors at St(N, n): GFLOP/s of W = V^T X plus X -= V W, on each path and by Eigen.
+void print_products(const std::vector<std::pair<int, int>>& shapes, int reps, double min_ms) {
+  using geomopt::detail::GemmMode;
+  using geomopt::detail::GemmOp;
+  std::printf("| St(N, n) | stack_gemm, avx2 | stack_gemm, portable | Eigen product | avx2 / Eigen |\n");
+  std::printf("|---|---|---|---|---|\n");
+  for (const auto& [N, n] : shapes) {
+    const Eigen::MatrixXf v = random_matrix(N, 32, 1);
+    Eigen::MatrixXf x = random_matrix(N, n, 2), w(32, n);
+    const auto on_path = [&](geomopt::KernelPath path) {
+      return [&, path] {
+        geomopt::set_kernel_path(path);
+        geomopt::detail::stack_gemm<float>(w, v, GemmOp::transposed, x, GemmOp::plain, GemmMode::assign);
+        geomopt::detail::stack_gemm<float>(x, v, GemmOp::plain, w, GemmOp::plain, GemmMode::subtract);
+      };
+    };
+    std::vector<std::function<void()>> runs = {on_path(geomopt::KernelPath::portable), [&] {
+                                                 w.noalias() = v.transpose() * x;
+                                                 x.noalias() -= v * w;
+                                               }};
+    const bool avx2 = geomopt::kernel_path_available(geomopt::KernelPath::avx2);
+    if (avx2) runs.push_back(on_path(geomopt::KernelPath::avx2));
+    std::vector<long> inner;
+    for (const auto& f : runs) inner.push_back(calibrate(f, min_ms));
+    std::vector<std::vector<double>> rate(runs.size());
+    const double flops = 4.0 * N * 32 * n;
+    for (int r = 0; r < reps; ++r)
+      for (std::size_t i = 0; i < runs.size(); ++i) rate[i].push_back(flops / time_per_call(runs[i], inner[i]) * 1e-9);
+    const double portable = median(rate[0]), eigen = median(rate[1]), fast = avx2 ? median(rate[2]) : 0;
+    std::printf("| St(%d, %d) | %.1f | %.1f | %.1f | **%.2f** |\n", N, n, fast, portable, eigen, fast / eigen);
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -68,6 +108,7 @@ int main(int argc, char** argv) {
   int reps = 21;
   double min_ms = 10;
   geomopt::Retraction retraction = geomopt::Retraction::cayley;
+  bool products = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a.rfind("--shapes=", 0) == 0) {
@@ -82,15 +123,26 @@ int main(int argc, char** argv) {
       reps = std::atoi(a.c_str() + 7);
     } else if (a.rfind("--min-ms=", 0) == 0) {
       min_ms = std::atof(a.c_str() + 9);
+    } else if (a == "--kernel-path=portable" || a == "--kernel-path=avx2") {
+      geomopt::set_kernel_path(a == "--kernel-path=avx2" ? geomopt::KernelPath::avx2 : geomopt::KernelPath::portable);
+    } else if (a == "--products") {
+      products = true;
     } else if (a == "--retraction=geodesic") {
       retraction = geomopt::Retraction::geodesic;
     } else if (a != "--retraction=cayley") {
-      std::fprintf(stderr, "usage: %s [--shapes=N:n,...] [--reps=R] [--min-ms=M] [--retraction=cayley|geodesic]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--shapes=N:n,...] [--reps=R] [--min-ms=M] [--retraction=cayley|geodesic] "
+                   "[--kernel-path=portable|avx2] [--products]\n",
                    argv[0]);
       return 2;
     }
   }
 
+  if (products) {
+    print_products(shapes, reps, min_ms);
+    return 0;
+  }
+  std::printf("kernel path: %s\n\n", geomopt::kernel_path() == geomopt::KernelPath::avx2 ? "avx2" : "portable");
   std::printf("| St(N, n) | Adam step | HouseholderQR + Q | step / QR (range) | defect |\n|---|---|---|---|---|\n");
   for (const auto& [N, n] : shapes) {
     geomopt::CommonOptions co{};

@@ -1,6 +1,8 @@
 // The allocation-free kernels of geomopt/manifolds/detail (stack_gemm.hpp, householder_blocked.hpp,
 // stiefel_cayley.hpp) against dense references computed another way, in float and double:
-//   - stack_gemm and stack_gram against Eigen's product, every transpose flag, shapes across several tiles;
+//   - stack_gemm and stack_gram against Eigen's product, every transpose flag, shapes across several tiles, on each
+//     kernel path the machine has (the AVX2 products: rows around two registers, columns around the 6- and 4-wide
+//     tiles, depths around a register and a depth block);
 //   - BlockedHouseholder: Q against GlobalSection(y).dense() (the section's reflectors applied one at a time by
 //     Eigen's HouseholderSequence), Q [I; 0] = y for an orthonormal y, Q^T Q = I, apply_transpose the inverse of
 //     apply, and |R| against Eigen::HouseholderQR's (same columns, so same |diagonal|);
@@ -70,42 +72,63 @@ double relative(const A& a, const MatD& b) {
 const std::vector<std::pair<Eigen::Index, Eigen::Index>> kShapes = {
     {7, 0}, {9, 1}, {1, 1}, {6, 6}, {40, 33}, {50, 50}, {200, 7}, {300, 70}, {130, 100}, {260, 129}};
 
+// Restores the process's kernel path when a test that changes it ends.
+struct KernelPathGuard {
+  geomopt::KernelPath before = geomopt::kernel_path();
+  ~KernelPathGuard() { geomopt::set_kernel_path(before); }
+};
+
+std::vector<geomopt::KernelPath> available_paths() {
+  std::vector<geomopt::KernelPath> paths{geomopt::KernelPath::portable};
+  if (geomopt::kernel_path_available(geomopt::KernelPath::avx2)) paths.push_back(geomopt::KernelPath::avx2);
+  return paths;
+}
+
 }  // namespace
 
 TEST_CASE_TEMPLATE("stack_gemm and stack_gram equal Eigen's products and allocate nothing", T, float, double) {
   std::mt19937 rng(1);
   const double tol = 50 * eps<T>();
-  for (const auto& shape : std::vector<std::array<int, 3>>{
-           {1, 1, 1}, {5, 0, 3}, {130, 250, 121}, {7, 300, 9}, {1, 300, 9}, {9, 300, 1}, {1, 200, 1}}) {
-    const int m = shape[0], k = shape[1], n = shape[2];
-    CAPTURE(m);
-    CAPTURE(k);
-    CAPTURE(n);
-    const MatD a = normal_matrix(m, k, rng), b = normal_matrix(k, n, rng), c = normal_matrix(m, n, rng);
-    const Mat<T> at = a.transpose().cast<T>(), bt = b.transpose().cast<T>(), af = a.cast<T>(), bf = b.cast<T>();
-    const Mat<T> cf = c.cast<T>();
-    Mat<T> d1 = cf, d2 = cf, d3 = cf, d4 = cf;
-    const double scale = std::sqrt(static_cast<double>(k) + 1);
-    {
-      alloc_count::Window window;
-      geomopt::detail::stack_gemm<T>(d1, af, GemmOp::plain, bf, GemmOp::plain, GemmMode::assign);
-      geomopt::detail::stack_gemm<T>(d2, at, GemmOp::transposed, bf, GemmOp::plain, GemmMode::subtract);
-      geomopt::detail::stack_gemm<T>(d3, af, GemmOp::plain, bt, GemmOp::transposed, GemmMode::add);
-      geomopt::detail::stack_gemm<T>(d4, at, GemmOp::transposed, bt, GemmOp::transposed, GemmMode::subtract);
-      CHECK(window.count() == 0);
+  // m k n: the first seven across Eigen's tiles, the rest around the AVX2 tiles (two registers of rows, 6 and 4
+  // columns, a register of depth, the depth block of 256) and empty products.
+  const std::vector<std::array<int, 3>> shapes = {{1, 1, 1},   {5, 0, 3},     {130, 250, 121}, {7, 300, 9},
+                                                  {1, 300, 9}, {9, 300, 1},   {1, 200, 1},     {16, 8, 12},
+                                                  {17, 9, 13}, {33, 513, 14}, {0, 4, 5},       {4, 7, 0}};
+  const KernelPathGuard guard;
+  for (const geomopt::KernelPath path : available_paths()) {
+    geomopt::set_kernel_path(path);
+    CAPTURE(static_cast<int>(path));
+    for (const auto& shape : shapes) {
+      const int m = shape[0], k = shape[1], n = shape[2];
+      CAPTURE(m);
+      CAPTURE(k);
+      CAPTURE(n);
+      const MatD a = normal_matrix(m, k, rng), b = normal_matrix(k, n, rng), c = normal_matrix(m, n, rng);
+      const Mat<T> at = a.transpose().cast<T>(), bt = b.transpose().cast<T>(), af = a.cast<T>(), bf = b.cast<T>();
+      const Mat<T> cf = c.cast<T>();
+      Mat<T> d1 = cf, d2 = cf, d3 = cf, d4 = cf;
+      const double scale = std::sqrt(static_cast<double>(k) + 1);
+      {
+        alloc_count::Window window;
+        geomopt::detail::stack_gemm<T>(d1, af, GemmOp::plain, bf, GemmOp::plain, GemmMode::assign);
+        geomopt::detail::stack_gemm<T>(d2, at, GemmOp::transposed, bf, GemmOp::plain, GemmMode::subtract);
+        geomopt::detail::stack_gemm<T>(d3, af, GemmOp::plain, bt, GemmOp::transposed, GemmMode::add);
+        geomopt::detail::stack_gemm<T>(d4, at, GemmOp::transposed, bt, GemmOp::transposed, GemmMode::subtract);
+        CHECK(window.count() == 0);
+      }
+      CHECK(relative(d1, a * b) <= tol * scale);
+      CHECK(relative(d2, c - a * b) <= tol * scale);
+      CHECK(relative(d3, c + a * b) <= tol * scale);
+      CHECK(relative(d4, c - a * b) <= tol * scale);
+      Mat<T> g(k, k);
+      {
+        alloc_count::Window window;
+        geomopt::detail::stack_gram<T>(g, af);
+        CHECK(window.count() == 0);
+      }
+      CHECK(relative(g, a.transpose() * a) <= tol * std::sqrt(static_cast<double>(m) + 1));
+      CHECK(g == g.transpose());
     }
-    CHECK(relative(d1, a * b) <= tol * scale);
-    CHECK(relative(d2, c - a * b) <= tol * scale);
-    CHECK(relative(d3, c + a * b) <= tol * scale);
-    CHECK(relative(d4, c - a * b) <= tol * scale);
-    Mat<T> g(k, k);
-    {
-      alloc_count::Window window;
-      geomopt::detail::stack_gram<T>(g, af);
-      CHECK(window.count() == 0);
-    }
-    CHECK(relative(g, a.transpose() * a) <= tol * std::sqrt(static_cast<double>(m) + 1));
-    CHECK(g == g.transpose());
   }
 }
 

@@ -1,11 +1,13 @@
 // Which instructions the built-in kernels run on. The library is built for the baseline of its target (x86-64
-// means SSE2: 4 floats per instruction), which leaves an Adam step compute-bound, well short of memory bandwidth.
-// Kernels that matter (Adam, AdamW) therefore also carry a 256-bit AVX2 + FMA version, compiled for that target
-// alone and chosen at run time when the CPU has it, so no -march flag is needed by the library or its users.
+// means SSE2: 4 floats per instruction), which leaves an Adam step compute-bound, well short of memory bandwidth, and
+// the dense products of the manifold kernels at a third to a half of the multiply-add rate. The kernels that matter
+// (Adam and AdamW in optimizers/detail/avx2.hpp, the products of manifolds/detail/gemm_avx2.hpp) therefore also carry a
+// 256-bit AVX2 + FMA version, compiled for that target alone and chosen at run time when the CPU has it, so no -march
+// flag is needed by the library or its users.
 //
 //   geomopt::kernel_path()                 avx2 where the CPU has AVX2 and FMA, else portable
 //   geomopt::set_kernel_path(path)         force one (tests and benchmarks compare the two)
-//   GEOMOPT_KERNEL_PATH=portable           the same from the environment, read at the first step
+//   GEOMOPT_KERNEL_PATH=portable           the same from the environment, read at the first kernel call
 //
 // Each path is deterministic and independent of the thread count and of how leaves are cut into chunks. The two
 // paths differ by rounding only: the AVX2 one fuses multiply-adds.
@@ -59,8 +61,8 @@ inline KernelPath kernel_path() noexcept {
   return static_cast<KernelPath>(detail::kernel_path_setting().load(std::memory_order_relaxed));
 }
 
-/// Makes every optimizer's later steps take the given path. Throws std::invalid_argument when it is not available
-/// (avx2 on a CPU or build without it); the setting is then unchanged.
+/// Makes every later kernel call (optimizer steps, manifold retractions and lifts) take the given path. Throws
+/// std::invalid_argument when it is not available (avx2 on a CPU or build without it); the setting is then unchanged.
 inline void set_kernel_path(KernelPath path) {
   if (!kernel_path_available(path))
     throw std::invalid_argument("set_kernel_path: avx2 requested, but this CPU or build has no AVX2 and FMA");
