@@ -82,6 +82,22 @@ std::vector<unsigned char> state_bytes(const State& s) {
   return out;
 }
 
+// The checkpoint the checksum and corruption tests alter: make_net(1.0) and make_state(2.0, 17), saved in a fresh
+// scratch directory as `file`, and the bytes of that file.
+struct SavedCheckpoint {
+  iotest::ScratchDir dir;
+  Net net = make_net(1.0);
+  State state = make_state(2.0, 17);
+  std::string file;
+  std::vector<char> bytes;
+
+  SavedCheckpoint(const std::string& dir_name, const std::string& file_name)
+      : dir(dir_name), file(dir.file(file_name)) {
+    geomopt::io::save_checkpoint(file, net, state);
+    bytes = iotest::read_bytes(file);
+  }
+};
+
 // The offset of the first occurrence of a double's bytes in a file.
 std::size_t find_double(const std::vector<char>& file, double x) {
   const auto* p = reinterpret_cast<const char*>(&x);
@@ -168,12 +184,7 @@ TEST_CASE("checksums: the CRC-32 of every length and alignment equals a bit-at-a
 }
 
 TEST_CASE("checksums: a changed number in a dataset is refused before anything changes, and only by the checksum") {
-  iotest::ScratchDir dir("crc");
-  const Net net = make_net(1.0);
-  const State state = make_state(2.0, 17);
-  const std::string file = dir.file("ckpt.h5");
-  geomopt::io::save_checkpoint(file, net, state);
-  const auto good = iotest::read_bytes(file);
+  const auto& [dir, net, state, file, good] = SavedCheckpoint("crc", "ckpt.h5");
 
   // One bit of a parameter (w(1, 2), transposed on the way), of a manifold point and of a state array.
   const double targets[] = {net.w(1, 2), net.st.value()(3, 1), state.slots[3].data(2, 0)};
@@ -197,11 +208,7 @@ TEST_CASE("checksums: a changed number in a dataset is refused before anything c
 }
 
 TEST_CASE("checksums: the step and the optimizer's attributes are covered; files without checksums still load") {
-  iotest::ScratchDir dir("crc_attr");
-  const Net net = make_net(1.0);
-  const State state = make_state(2.0, 17);
-  const std::string file = dir.file("ckpt.h5");
-  geomopt::io::save_checkpoint(file, net, state);
+  const auto& [dir, net, state, file, bytes] = SavedCheckpoint("crc_attr", "ckpt.h5");
   // Another tool changes the step without updating the checksum.
   const std::int64_t step = 18;
   set_attribute(file, "/optimizer", "step", &step, H5T_NATIVE_INT64);
@@ -450,12 +457,7 @@ TEST_CASE("a load report counts leaves as leaves and the optimizer's arrays sepa
 // child reports its verdict by exit status, and a child that HDF5 crashed or hung is counted apart (what the
 // guard, tested in error_test.cpp, turns into an Error).
 TEST_CASE("corruption campaign: no single-byte change of a checkpoint loads different numbers") {
-  iotest::ScratchDir dir("campaign");
-  const Net net = make_net(1.0);
-  const State state = make_state(2.0, 17);
-  const std::string good_file = dir.file("good.h5");
-  geomopt::io::save_checkpoint(good_file, net, state);
-  const auto good = iotest::read_bytes(good_file);
+  const auto& [dir, net, state, good_file, good] = SavedCheckpoint("campaign", "good.h5");
   const auto net_bytes = iotest::snapshot(net);
   const auto st_bytes = state_bytes(state);
   const std::string file = dir.file("bad.h5");

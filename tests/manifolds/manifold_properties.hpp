@@ -30,6 +30,7 @@
 #include <cstdlib>
 #include <geomopt/manifolds.hpp>
 #include <limits>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -37,6 +38,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "../support/exception_message.hpp"
 #include "dense_reference.hpp"
 
 namespace manifold_props {
@@ -120,16 +122,15 @@ inline std::string shape_text(Eigen::Index rows, Eigen::Index cols) {
 // The message of the std::invalid_argument f throws, or "" (and a failed CHECK) when it throws nothing or another type.
 template <class F>
 std::string invalid_argument_message(F&& f) {
+  std::optional<std::string> message;
   try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
+    message = test_support::message_of<std::invalid_argument>(std::forward<F>(f));
   } catch (...) {
     FAIL_CHECK("threw something other than std::invalid_argument");
     return "";
   }
-  FAIL_CHECK("threw nothing, expected std::invalid_argument");
-  return "";
+  if (!message) FAIL_CHECK("threw nothing, expected std::invalid_argument");
+  return message.value_or("");
 }
 
 // ---- independent dense references ----
@@ -553,6 +554,34 @@ void coordinates_consistent_in_section(const M& x, const auto& section, Rng& rng
   }
 }
 
+// The walk both kinds of section are checked on. For each policy, a fresh section of x0, checked by fresh(section);
+// then for each policy, six steps from x0 alternating the retractions, each checked by the callable that
+// before_step(x, section, xi, r) returns (it records what the step must give), called after the step as
+// check(x, section, policy); last, the walked section's coordinates.
+template <class M>
+void walk_sections(const M& x0, Rng& rng, const std::string& label, const auto& fresh, const auto& before_step) {
+  for (const SectionPolicy policy : kPolicies) {
+    CAPTURE(name_of(policy));
+    const auto section = make_section(x0, policy);
+    fresh(section);
+  }
+  for (const SectionPolicy policy : kPolicies) {
+    CAPTURE(name_of(policy));
+    M x = x0;
+    auto section = make_section(x, policy);
+    for (int step = 0; step < 6; ++step) {
+      const Retraction r = kRetractions[static_cast<std::size_t>(step % 2)];
+      CAPTURE(step);
+      CAPTURE(name_of(r));
+      const auto xi = tangent_of_norm(x, rng, 1.0);
+      const auto check = before_step(x, section, xi, r);
+      retract(x, section, xi, r);
+      check(x, section, policy);
+    }
+    coordinates_consistent_in_section(x, section, rng, label);
+  }
+}
+
 // Sections: lambda(Y) [I; 0] = Y and lambda orthogonal (SPD: F F^T = X) for both policies; a transported section
 // moves by the dense step factor, lambda_new = lambda_old f(X) (SPD: F_new = F_old exp(W/2), or F_old M^(1/2));
 // a recomputed section equals the section made at the new point.
@@ -564,68 +593,48 @@ void sections_and_transport(const F& factory, const std::string& label) {
   const double exact = Tol<T>::exact;
 
   if constexpr (Traits<M>::spd) {
-    for (const SectionPolicy policy : kPolicies) {
-      CAPTURE(name_of(policy));
-      const auto section = make_section(x0, policy);
+    const auto fresh = [&](const auto& section) {
       const MatD f = dbl(section.factor());
       MPROPS_CHECK_LE(label, "F F^T - X", rel(f * f.transpose(), value_d(x0)), exact);
-    }
-    for (const SectionPolicy policy : kPolicies) {
-      CAPTURE(name_of(policy));
-      M x = x0;
-      auto section = make_section(x, policy);
-      for (int step = 0; step < 6; ++step) {
-        const Retraction r = kRetractions[static_cast<std::size_t>(step % 2)];
-        CAPTURE(step);
-        CAPTURE(name_of(r));
-        const auto xi = tangent_of_norm(x, rng, 1.0);
-        const MatD f_old = dbl(section.factor());
-        const MatD expected_point = spd_reference(value_d(x), dbl(to_ambient(x, section, xi)), r);
-        const MatD w = dbl(xi.dense());
-        retract(x, section, xi, r);
-        const MatD f = dbl(section.factor());
+    };
+    const auto before_step = [&](const M& x, const auto& section, const auto& xi, Retraction r) {
+      const MatD f_old = dbl(section.factor());
+      const MatD expected_point = spd_reference(value_d(x), dbl(to_ambient(x, section, xi)), r);
+      const MatD w = dbl(xi.dense());
+      return [&, r, f_old, expected_point, w](const M& x_new, const auto& section_new, SectionPolicy policy) {
+        const MatD f = dbl(section_new.factor());
         MPROPS_CHECK_LE(label, std::string("section step: x - dense reference ") + name_of(policy),
-                        rel(value_d(x), expected_point), Tol<T>::reference);
+                        rel(value_d(x_new), expected_point), Tol<T>::reference);
         MPROPS_CHECK_LE(label, std::string("section step: F F^T - X ") + name_of(policy),
-                        rel(f * f.transpose(), value_d(x)), exact * 10);
+                        rel(f * f.transpose(), value_d(x_new)), exact * 10);
         if (policy == SectionPolicy::transported) {
           const MatD id = MatD::Identity(w.rows(), w.cols());
           const MatD factor = r == Retraction::geodesic ? reference::expm(0.5 * w) : sym_sqrt(id + w + 0.5 * w * w);
           MPROPS_CHECK_LE(label, std::string("transported F_new - F_old f(W)^(1/2) ") + name_of(r),
                           rel(f, f_old * factor), Tol<T>::reference);
         } else {
-          MPROPS_CHECK_LE(label, "recomputed F - cholesky(X_new)", rel(f, MatD(Eigen::LLT<MatD>(value_d(x)).matrixL())),
-                          exact * 10);
+          MPROPS_CHECK_LE(label, "recomputed F - cholesky(X_new)",
+                          rel(f, MatD(Eigen::LLT<MatD>(value_d(x_new)).matrixL())), exact * 10);
         }
-      }
-      coordinates_consistent_in_section(x, section, rng, label);
-    }
+      };
+    };
+    walk_sections(x0, rng, label, fresh, before_step);
   } else {
     const Eigen::Index N = value_d(x0).rows(), n = value_d(x0).cols();
     const MatD idN = MatD::Identity(N, N);
-    for (const SectionPolicy policy : kPolicies) {
-      CAPTURE(name_of(policy));
-      const auto section = make_section(x0, policy);
+    const auto fresh = [&](const auto& section) {
       const MatD lambda = dbl(section.dense());
       MPROPS_CHECK_LE(label, "lambda [I; 0] - Y", (lambda.leftCols(n) - value_d(x0)).norm(), exact);
       MPROPS_CHECK_LE(label, "section.Y() - Y", (dbl(section.Y()) - value_d(x0)).norm(), exact);
       MPROPS_CHECK_LE(label, "lambda^T lambda - I", (lambda.transpose() * lambda - idN).norm(), exact);
-    }
-    for (const SectionPolicy policy : kPolicies) {
-      CAPTURE(name_of(policy));
-      M x = x0;
-      auto section = make_section(x, policy);
-      for (int step = 0; step < 6; ++step) {
-        const Retraction r = kRetractions[static_cast<std::size_t>(step % 2)];
-        CAPTURE(step);
-        CAPTURE(name_of(r));
-        const auto xi = tangent_of_norm(x, rng, 1.0);
-        const MatD lambda_old = dbl(section.dense());
-        const MatD step_factor = dense_step(dbl(xi.dense()), r);
-        retract(x, section, xi, r);
-        const MatD lambda = dbl(section.dense());
+    };
+    const auto before_step = [&](const M&, const auto& section, const auto& xi, Retraction r) {
+      const MatD lambda_old = dbl(section.dense());
+      const MatD step_factor = dense_step(dbl(xi.dense()), r);
+      return [&, r, lambda_old, step_factor](const M& x, const auto& section_new, SectionPolicy policy) {
+        const MatD lambda = dbl(section_new.dense());
         MPROPS_CHECK_LE(label, std::string("section step: section.Y() - x ") + name_of(policy),
-                        (dbl(section.Y()) - value_d(x)).norm(), exact);
+                        (dbl(section_new.Y()) - value_d(x)).norm(), exact);
         MPROPS_CHECK_LE(label, std::string("section step: lambda^T lambda - I ") + name_of(policy),
                         (lambda.transpose() * lambda - idN).norm(), exact);
         MPROPS_CHECK_LE(label, std::string("section step: x - lambda_old f(X) [I; 0] ") + name_of(policy),
@@ -637,9 +646,9 @@ void sections_and_transport(const F& factory, const std::string& label) {
           MPROPS_CHECK_LE(label, "recomputed lambda - GlobalSection(new point)",
                           rel(lambda, dbl(geomopt::GlobalSection<T>(value_d(x).template cast<T>()).dense())), exact);
         }
-      }
-      coordinates_consistent_in_section(x, section, rng, label);
-    }
+      };
+    };
+    walk_sections(x0, rng, label, fresh, before_step);
   }
 }
 

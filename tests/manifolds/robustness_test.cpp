@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/exception_message.hpp"
 #include "dense_reference.hpp"
 #include "geomopt/manifolds.hpp"
 #include "geomopt/optimizers/detail/manifold_stepper.hpp"
@@ -49,14 +50,10 @@ MatD rotation3(const Eigen::Vector3d& u, double t) {
 // A random rotation of R^n in double.
 MatD random_rotation(Rng& rng, Eigen::Index n) { return SpecialOrthogonal<double>::random_point(rng, n).value(); }
 
+// The message of the std::domain_error f throws, or "" when it throws nothing.
 template <class T>
 std::string domain_message(auto&& f) {
-  try {
-    f();
-  } catch (const std::domain_error& e) {
-    return e.what();
-  }
-  return "";
+  return test_support::message_of<std::domain_error>(f).value_or("");
 }
 
 // The largest coordinate magnitudes each scalar is tested at: up to 1e300 in double, 1e37 in float.

@@ -2,6 +2,8 @@
 // its ptree_children is refused, and ties past the 64 remembered in place are still seen once.
 #include "common.hpp"
 
+#include "../support/exception_message.hpp"
+
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -43,14 +45,8 @@ struct Twice {
   using ptree_children = pt::children<Eigen::VectorXd, Eigen::VectorXd>;
 };
 
-std::string message_of(auto&& f) {
-  try {
-    f();
-  } catch (const std::logic_error& e) {
-    return e.what();
-  }
-  return "";
-}
+// The message of the std::logic_error f throws, or "" when it throws nothing.
+std::string message_of(auto&& f) { return test_support::message_of<std::logic_error>(f).value_or(""); }
 
 }  // namespace
 

@@ -6,6 +6,8 @@
 
 #include <geomopt/ptree.hpp>
 
+#include "../support/exception_message.hpp"
+
 #include <Eigen/Dense>
 
 #include <cstddef>
@@ -178,13 +180,10 @@ long long numel(const X& x) {
 template <class F>
 std::string error_of(F&& f) {
   try {
-    f();
-  } catch (const geomopt::StructureError& e) {
-    return e.what();
+    return test_support::message_of<geomopt::StructureError>(std::forward<F>(f)).value_or("<no exception>");
   } catch (const std::exception& e) {
     return std::string("<other exception: ") + e.what() + ">";
   }
-  return "<no exception>";
 }
 
 }  // namespace ptest

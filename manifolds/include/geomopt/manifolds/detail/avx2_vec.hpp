@@ -2,7 +2,8 @@
 // manifolds/detail/gemm_avx2.hpp): Vec<T> names the register of T (8 floats or 4 doubles) and the few instructions
 // the kernels use, each with a masked form for a tail shorter than a register (masked lanes read zeros, are not
 // stored, and never touch memory). Functions using them are compiled for that target by attribute (GEOMOPT_AVX2,
-// GEOMOPT_AVX2_INLINE), whatever the translation unit's flags, and are called only when kernel_path() is avx2.
+// GEOMOPT_AVX2_INLINE), whatever the translation unit's flags, and are called only when kernel_path() is avx2. A
+// lambda inside such a function does not inherit the target: it takes GEOMOPT_AVX2_LAMBDA after its parameters.
 #pragma once
 
 #include "geomopt/manifolds/kernel_path.hpp"
@@ -13,7 +14,8 @@
 #include <Eigen/Core>
 
 #define GEOMOPT_AVX2 __attribute__((target("avx2,fma")))
-#define GEOMOPT_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
+#define GEOMOPT_AVX2_LAMBDA __attribute__((target("avx2,fma"), always_inline))
+#define GEOMOPT_AVX2_INLINE GEOMOPT_AVX2_LAMBDA inline
 
 namespace geomopt::detail::avx2 {
 

@@ -40,6 +40,47 @@ GEOMOPT_AVX2_INLINE double lane_sum(__m256d x) {
   return _mm_cvtsd_f64(s);
 }
 
+// tile(x, y, std::integral_constant<int, r>{}) for the runtime r in 1..sizeof...(R), R being 0, 1, ...: each r its
+// compile-time constant (nothing for r = 0).
+template <class Tile, class X, class Y, int... R>
+GEOMOPT_AVX2_INLINE void remainder_tile(Eigen::Index r, const Tile& tile, X* x, Y* y,
+                                        std::integer_sequence<int, R...>) {
+  (void)((r == R + 1 && (tile(x, y, std::integral_constant<int, R + 1>{}), true)) || ...);
+}
+
+// The tiles of an output dimension of n, each by a call tile(x + i dx, y + i dy, std::integral_constant<int, size>{})
+// at its first index i (x and y the two operands the dimension runs along, dx and dy their strides along it): the full
+// tiles of W, then the remainder (1 to W - 1, if any). Every tile's size is a compile-time constant, so that its
+// accumulators live in registers; tile is a lambda with the attributes GEOMOPT_AVX2_LAMBDA. The tile takes its
+// operands' pointers rather than i so that the remainder's are computed once, before the dispatch on its size.
+template <int W, class Tile, class X, class Y>
+GEOMOPT_AVX2_INLINE void for_tiles(Eigen::Index n, const Tile& tile, X* x, Eigen::Index dx, Y* y, Eigen::Index dy) {
+  Eigen::Index i = 0;
+  for (; i + W <= n; i += W) tile(x + i * dx, y + i * dy, std::integral_constant<int, W>{});
+  remainder_tile(n - i, tile, x + i * dx, y + i * dy, std::make_integer_sequence<int, W - 1>{});
+}
+
+// A register of rows at p: all of its lanes, or (kMasked) the lanes m selects, the others read as zeros.
+template <bool kMasked, class T>
+GEOMOPT_AVX2_INLINE typename Vec<T>::R load_rows(const T* p, __m256i m) {
+  if constexpr (kMasked) {
+    return Vec<T>::load(p, m);
+  } else {
+    return Vec<T>::load(p);
+  }
+}
+
+// p += s acc on a register of rows: all of its lanes, or (kMasked) the lanes m selects, the others left untouched.
+template <bool kMasked, class T>
+GEOMOPT_AVX2_INLINE void add_rows(T* p, __m256i m, typename Vec<T>::R acc, typename Vec<T>::R s) {
+  const typename Vec<T>::R sum = Vec<T>::fmadd(acc, s, load_rows<kMasked>(p, m));
+  if constexpr (kMasked) {
+    Vec<T>::store(p, m, sum);
+  } else {
+    Vec<T>::store(p, sum);
+  }
+}
+
 // c(0:rows, 0:NR) += sign a(0:rows, 0:k) b(0:k, 0:NR), rows <= 2 lanes; kMasked when rows < 2 lanes (m0, m1 select
 // the rows of the two registers; masked lanes read zeros and are not stored).
 template <class T, int NR, bool kMasked, std::size_t... C>
@@ -52,57 +93,27 @@ GEOMOPT_AVX2_INLINE void nn_tile(const T* a, Eigen::Index lda, const T* b, Eigen
   ((acc0[C] = V::set1(T(0)), acc1[C] = V::set1(T(0))), ...);
   for (Eigen::Index p = 0; p < k; ++p) {
     const T* ap = a + p * lda;
-    const R a0 = kMasked ? V::load(ap, m0) : V::load(ap);
-    const R a1 = kMasked ? V::load(ap + L, m1) : V::load(ap + L);
+    const R a0 = load_rows<kMasked>(ap, m0);
+    const R a1 = load_rows<kMasked>(ap + L, m1);
     const T* bp = b + p;
     ((acc0[C] = V::fmadd(a0, V::set1(bp[static_cast<Eigen::Index>(C) * ldb]), acc0[C]),
       acc1[C] = V::fmadd(a1, V::set1(bp[static_cast<Eigen::Index>(C) * ldb]), acc1[C])),
      ...);
   }
   const R s = V::set1(sign);
-  if constexpr (kMasked) {
-    ((V::store(c + static_cast<Eigen::Index>(C) * ldc, m0,
-               V::fmadd(acc0[C], s, V::load(c + static_cast<Eigen::Index>(C) * ldc, m0))),
-      V::store(c + static_cast<Eigen::Index>(C) * ldc + L, m1,
-               V::fmadd(acc1[C], s, V::load(c + static_cast<Eigen::Index>(C) * ldc + L, m1)))),
-     ...);
-  } else {
-    ((V::store(c + static_cast<Eigen::Index>(C) * ldc,
-               V::fmadd(acc0[C], s, V::load(c + static_cast<Eigen::Index>(C) * ldc))),
-      V::store(c + static_cast<Eigen::Index>(C) * ldc + L,
-               V::fmadd(acc1[C], s, V::load(c + static_cast<Eigen::Index>(C) * ldc + L)))),
-     ...);
-  }
+  ((add_rows<kMasked>(c + static_cast<Eigen::Index>(C) * ldc, m0, acc0[C], s),
+    add_rows<kMasked>(c + static_cast<Eigen::Index>(C) * ldc + L, m1, acc1[C], s)),
+   ...);
 }
 
 // One strip of rows (at most two registers) against all n columns of b, six at a time.
 template <class T, bool kMasked>
 GEOMOPT_AVX2_INLINE void nn_strip(const T* a, Eigen::Index lda, const T* b, Eigen::Index ldb, T* c, Eigen::Index ldc,
                                   Eigen::Index k, Eigen::Index n, T sign, __m256i m0, __m256i m1) {
-  Eigen::Index j = 0;
-  for (; j + 6 <= n; j += 6)
-    nn_tile<T, 6, kMasked>(a, lda, b + j * ldb, ldb, c + j * ldc, ldc, k, sign, m0, m1, std::make_index_sequence<6>{});
-  const T* bj = b + j * ldb;
-  T* cj = c + j * ldc;
-  switch (n - j) {
-    case 5:
-      nn_tile<T, 5, kMasked>(a, lda, bj, ldb, cj, ldc, k, sign, m0, m1, std::make_index_sequence<5>{});
-      break;
-    case 4:
-      nn_tile<T, 4, kMasked>(a, lda, bj, ldb, cj, ldc, k, sign, m0, m1, std::make_index_sequence<4>{});
-      break;
-    case 3:
-      nn_tile<T, 3, kMasked>(a, lda, bj, ldb, cj, ldc, k, sign, m0, m1, std::make_index_sequence<3>{});
-      break;
-    case 2:
-      nn_tile<T, 2, kMasked>(a, lda, bj, ldb, cj, ldc, k, sign, m0, m1, std::make_index_sequence<2>{});
-      break;
-    case 1:
-      nn_tile<T, 1, kMasked>(a, lda, bj, ldb, cj, ldc, k, sign, m0, m1, std::make_index_sequence<1>{});
-      break;
-    default:
-      break;
-  }
+  const auto tile = [&](const T* bj, T* cj, auto nr) GEOMOPT_AVX2_LAMBDA {
+    nn_tile<T, nr, kMasked>(a, lda, bj, ldb, cj, ldc, k, sign, m0, m1, std::make_index_sequence<nr>{});
+  };
+  for_tiles<6>(n, tile, b, ldb, c, ldc);
 }
 
 template <class T>
@@ -161,21 +172,9 @@ GEOMOPT_AVX2_INLINE void tn_tile(const T* a, Eigen::Index lda, const T* b, Eigen
 template <class T, int MR>
 GEOMOPT_AVX2_INLINE void tn_row(const T* a, Eigen::Index lda, const T* b, Eigen::Index ldb, T* c, Eigen::Index ldc,
                                 Eigen::Index k, Eigen::Index n, T sign) {
-  Eigen::Index j = 0;
-  for (; j + 4 <= n; j += 4) tn_tile<T, MR, 4>(a, lda, b + j * ldb, ldb, c + j * ldc, ldc, k, sign);
-  switch (n - j) {
-    case 3:
-      tn_tile<T, MR, 3>(a, lda, b + j * ldb, ldb, c + j * ldc, ldc, k, sign);
-      break;
-    case 2:
-      tn_tile<T, MR, 2>(a, lda, b + j * ldb, ldb, c + j * ldc, ldc, k, sign);
-      break;
-    case 1:
-      tn_tile<T, MR, 1>(a, lda, b + j * ldb, ldb, c + j * ldc, ldc, k, sign);
-      break;
-    default:
-      break;
-  }
+  const auto tile = [&](const T* bj, T* cj, auto nr)
+                        GEOMOPT_AVX2_LAMBDA { tn_tile<T, MR, nr>(a, lda, bj, ldb, cj, ldc, k, sign); };
+  for_tiles<4>(n, tile, b, ldb, c, ldc);
 }
 
 template <class T>
@@ -184,10 +183,9 @@ GEOMOPT_AVX2 void tn(T* c, Eigen::Index ldc, const T* a, Eigen::Index lda, const
   if (m == 0 || k == 0 || n == 0) return;  // as in nn
   for (Eigen::Index p = 0; p < k; p += kDepth) {
     const Eigen::Index kp = std::min(kDepth, k - p);
-    Eigen::Index i = 0;
-    for (; i + 3 <= m; i += 3) tn_row<T, 3>(a + i * lda + p, lda, b + p, ldb, c + i, ldc, kp, n, sign);
-    if (m - i == 2) tn_row<T, 2>(a + i * lda + p, lda, b + p, ldb, c + i, ldc, kp, n, sign);
-    if (m - i == 1) tn_row<T, 1>(a + i * lda + p, lda, b + p, ldb, c + i, ldc, kp, n, sign);
+    const auto row = [&](const T* ai, T* ci, auto mr)
+                         GEOMOPT_AVX2_LAMBDA { tn_row<T, mr>(ai, lda, b + p, ldb, ci, ldc, kp, n, sign); };
+    for_tiles<3>(m, row, a + p, lda, c, 1);
   }
 }
 
