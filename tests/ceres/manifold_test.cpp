@@ -11,10 +11,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <limits>
 #include <stdexcept>
 #include <string>
 
+#include "every_manifold.hpp"
 #include "toy_manifold.hpp"
 
 namespace {
@@ -40,9 +42,9 @@ Vector as_vector(const Eigen::MatrixXd& m) { return Eigen::Map<const Vector>(m.d
 // The points handed to the checks: x random on the manifold, delta random with norm 0.2 to 0.8, and y random on the
 // manifold, or, when `near` (the geodesic Stiefel family, the second-order SPD retraction), a step of norm 0.8 from
 // x: those inverses are exact within a reach, not at any distance.
-template <class M, class Draw>
-void check_invariants(const ceres::Manifold& manifold, bool near, Draw draw, geomopt::Rng& rng, const std::string& what,
-                      int count = kDraws) {
+// One function, not a template: Ceres's matchers are instantiated once for the whole file.
+void check_invariants(const ceres::Manifold& manifold, bool near, const std::function<Vector(geomopt::Rng&)>& draw,
+                      geomopt::Rng& rng, const std::string& what, int count = kDraws) {
   using namespace ceres;  // the matchers of EXPECT_THAT_MANIFOLD_INVARIANTS_HOLD are unqualified
   std::normal_distribution<double> normal;
   auto random_tangent = [&](double norm) {
@@ -52,9 +54,9 @@ void check_invariants(const ceres::Manifold& manifold, bool near, Draw draw, geo
   };
   for (int i = 0; i < count; ++i) {
     SCOPED_TRACE(what + ", draw " + std::to_string(i));
-    const Vector x = as_vector(draw(rng).value());
+    const Vector x = draw(rng);
     const Vector delta = random_tangent(0.2 + 0.3 * i);
-    Vector y = as_vector(draw(rng).value());
+    Vector y = draw(rng);
     if (near) {
       const Vector step = random_tangent(0.8);
       ASSERT_TRUE(manifold.Plus(x.data(), step.data(), y.data()));
@@ -63,9 +65,36 @@ void check_invariants(const ceres::Manifold& manifold, bool near, Draw draw, geo
   }
 }
 
+// The same for a drawer of points of M.
+template <class M, class Draw>
+void check_invariants(const ceres::Manifold& manifold, bool near, Draw draw, geomopt::Rng& rng, const std::string& what,
+                      int count = kDraws) {
+  check_invariants(
+      manifold, near, [&](geomopt::Rng& g) { return as_vector(draw(g).value()); }, rng, what, count);
+}
+
 constexpr Retraction kBoth[] = {Retraction::cayley, Retraction::geodesic};
 
 std::string name(Retraction r) { return r == Retraction::cayley ? "cayley" : "geodesic"; }
+
+// Every manifold of the list (tests/support/every_manifold.hpp) whose block is a point, by every retraction it has,
+// through CeresManifold<M>(dims..., r): a manifold added to the list gets Ceres's invariants with no test of its own.
+template <class M, class... D>
+void check_listed(const char* name, geomopt::Rng& rng, D... dims) {
+  if constexpr (geomopt::ceres_block_is_point<M>) {
+    for (Retraction r : M::kRetractions)
+      check_invariants<M>(
+          geomopt::CeresManifold<M>(dims..., r), true, [&](geomopt::Rng& g) { return M::random_point(g, dims...); },
+          rng, std::string(name) + " " + geomopt::retraction_name(r));
+  }
+}
+
+TEST(CeresManifold, EveryListedManifold) {
+  geomopt::Rng rng(10);
+#define GEOMOPT_CHECK_LISTED(Name, ...) check_listed<geomopt::Name<double>>(#Name, rng, __VA_ARGS__);
+  GEOMOPT_EVERY_MANIFOLD(GEOMOPT_CHECK_LISTED)
+#undef GEOMOPT_CHECK_LISTED
+}
 
 TEST(CeresManifold, Stiefel) {
   geomopt::Rng rng(11);
