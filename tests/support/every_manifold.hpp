@@ -16,4 +16,5 @@
   X(SpecialOrthogonal, 3)         \
   X(SPD, 4)                       \
   X(Oblique, 6, 3)                \
-  X(Lorentz, 4)
+  X(Lorentz, 4)                   \
+  /* the end of the list: every line above ends alike, so adding one changes no other */
