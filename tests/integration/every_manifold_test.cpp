@@ -13,15 +13,13 @@
 #include <geomopt/optimizers.hpp>
 #include <geomopt/solvers.hpp>
 
+#include <algorithm>
 #include <array>
-#include <cmath>
 #include <cstddef>
-#include <memory>
 #include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
-#include <vector>
 
 #include "../io/common.hpp"
 #include "every_manifold.hpp"
@@ -51,7 +49,7 @@ Zoo<T> random_zoo(geomopt::Rng& rng) {
 template <class M>
 constexpr bool kSubspace = std::is_same_v<M, geomopt::Grassmann<typename M::Scalar>>;
 
-// The leaf's cost and Euclidean gradient, and its distance to the target (the cost's minimiser, where it is zero).
+// The leaf's cost and, where grad is given, its Euclidean gradient; zero exactly at the target.
 template <class M>
 double leaf_cost(const M& x, const M& target, M* grad) {
   using T = typename M::Scalar;
@@ -67,6 +65,7 @@ double leaf_cost(const M& x, const M& target, M* grad) {
   }
 }
 
+// The leaf's distance to the target: Frobenius, or between the projectors for a subspace.
 template <class M>
 double leaf_distance(const M& x, const M& target) {
   const auto& y = x.value();
@@ -271,7 +270,7 @@ void fit_in_ceres(const char* name, D... dims) {
     const M target = M::random_point(rng, dims...);
     M x = M::random_point(rng, dims...);
     const Eigen::Index size = x.value().size();
-    Eigen::VectorXd t = Eigen::Map<const Eigen::VectorXd>(target.value().data(), size);
+    const Eigen::VectorXd t = Eigen::Map<const Eigen::VectorXd>(target.value().data(), size);
     ceres::Problem problem;
     problem.AddResidualBlock(new Difference(t), nullptr, x.value().data());
     problem.SetManifold(x.value().data(), new geomopt::CeresManifold<M>(dims...));
