@@ -229,7 +229,7 @@ TEST_CASE("softmax cross-entropy: value, accuracy count and stability") {
   std::int64_t correct = 0;
   const double loss = softmax_cross_entropy<double>(logits, labels, d, correct);
   const double l0 = std::log(std::exp(-1.0) + 1 + std::exp(-2.0));  // sample 0: label 1 holds the top logit
-  const double l1 = std::log(2 + std::exp(5.0)) - 5;                 // sample 1: label 2 holds the top logit
+  const double l1 = std::log(2 + std::exp(5.0)) - 5;                // sample 1: label 2 holds the top logit
   CHECK(loss == doctest::Approx((l0 + l1) / 2).epsilon(1e-12));
   CHECK(correct == 2);
   CHECK(d.colwise().sum().cwiseAbs().maxCoeff() < 1e-15);  // softmax minus one-hot sums to zero per sample
