@@ -17,6 +17,7 @@
 #include <string>
 
 #include "every_manifold.hpp"
+#include "sanitized.hpp"
 #include "toy_manifold.hpp"
 
 namespace {
@@ -29,11 +30,7 @@ constexpr int kDraws = 3;
 
 // Under AddressSanitizer at -O0 the numerical Jacobians of Minus (Ridders, every ambient direction) run about 100
 // times slower; there the large sizes take one draw and the Cayley retraction only. The Release build runs them all.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
+constexpr bool kSanitized = test_support::sanitized;
 int draws(bool large) { return large && kSanitized ? 1 : kDraws; }
 bool skipped(bool large, geomopt::Retraction r) { return large && kSanitized && r == geomopt::Retraction::geodesic; }
 

@@ -10,9 +10,9 @@
 // Then the suite itself, on ToySphere (testing_toy.hpp), a manifold written from the contract alone: it passes in
 // float, double and Jet, and each deliberately broken variant fails the property it breaks, by name.
 //
-// The allocations property counts through count_allocations.hpp, included first (it configures Eigen and replaces
-// the global operator new in this executable): the suite reads geomopt::testing::allocation_counter, set below.
-#include "../optimizers/count_allocations.hpp"  // first: it configures Eigen
+// The allocations property counts through count_allocations.hpp (it counts every allocation of this executable): the
+// suite reads geomopt::testing::allocation_counter, set below.
+#include "../support/count_allocations.hpp"
 
 #include <ceres/jet.h>
 #include <doctest/doctest.h>
@@ -33,7 +33,7 @@ using JetD = ceres::Jet<double, 2>;
 using geomopt_test::ToyDefect;
 using geomopt_test::ToySphere;
 
-long allocations_so_far() { return alloc_count::news.load() + alloc_count::eigen_mallocs.load(); }
+long allocations_so_far() { return alloc_count::allocations.load(); }
 
 // The counter is installed for the whole executable: every stamp measures allocations.
 const bool counter_installed = [] {

@@ -12,7 +12,7 @@
 //     prove below the threshold, and non-finite entries;
 //   - edge shapes (n = 0, n = 1, N = n, N - n < n, more columns than a block or a tile), and no heap allocation in
 //     any call after construction (count_allocations.hpp).
-#include "../optimizers/count_allocations.hpp"  // first: it configures Eigen
+#include "../support/count_allocations.hpp"
 
 #include <doctest/doctest.h>
 

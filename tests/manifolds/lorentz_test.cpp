@@ -8,9 +8,8 @@
 //     point rounds to the boundary (|p| = 1, conformal factor infinite);
 //   - random_point's squared distance to the origin has the chi-square mean n;
 //   - lift, to_ambient, retract and inverse_retract allocate nothing; bad shapes and unreachable points throw.
-#include "../optimizers/count_allocations.hpp"
-// count_allocations.hpp first: it configures Eigen.
 #include <doctest/doctest.h>
+#include "../support/count_allocations.hpp"
 
 #include <Eigen/Dense>
 #include <cmath>

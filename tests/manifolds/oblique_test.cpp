@@ -8,9 +8,8 @@
 //     direction x and reject an antipodal column;
 //   - the transported frames stay orthogonal with first column the point, and move the point as the reflectors do;
 //   - lift, to_ambient, retract and inverse_retract allocate nothing; bad shapes throw naming the manifold.
-#include "../optimizers/count_allocations.hpp"
-// count_allocations.hpp first: it configures Eigen.
 #include <doctest/doctest.h>
+#include "../support/count_allocations.hpp"
 
 #include <Eigen/Dense>
 #include <cmath>

@@ -8,9 +8,8 @@
 //   - lift, to_ambient and retract allocate nothing, both policies and retractions, at small and large norms;
 //   - bad shapes throw std::invalid_argument naming SPD and the shape; points that are not positive definite throw
 //     std::domain_error from lift.
-#include "../optimizers/count_allocations.hpp"
-// count_allocations.hpp first: it configures Eigen.
 #include <doctest/doctest.h>
+#include "../support/count_allocations.hpp"
 
 #include <Eigen/Dense>
 #include <cmath>

@@ -6,11 +6,11 @@
 //     lambda f(X); to_ambient is tangent with the canonical norm |c|; lift is the transpose of to_ambient;
 //   - SO(3): the coordinates are the rotation vector of the right perturbation, retract(I, w, geodesic) is Rodrigues'
 //     formula and R exp([w]_x) at any R, and the allocating API agrees with the workspace;
-//   - lift, to_ambient and retract allocate nothing (operator new and Eigen's allocations counted), for cores and
+//   - lift, to_ambient and retract allocate nothing (every allocation counted), for cores and
 //     sections wider than a product tile;
 //   - shapes that are not points throw std::invalid_argument naming the manifold and the shape;
 //   - the Jet workspace's value part equals the double one.
-#include "../optimizers/count_allocations.hpp"  // first: it configures Eigen
+#include "../support/count_allocations.hpp"
 
 #include <ceres/jet.h>
 #include <doctest/doctest.h>

@@ -1,9 +1,10 @@
 // msign, Muon and ManifoldMuon. References are independent of the code under test: msign against Eigen's JacobiSVD
-// in double (one-sided Jacobi: neither the divide-and-conquer SVD nor the Gram eigensolver msign uses); the Newton-Schulz band against the scalar
-// recurrence; Muon's first steps against a hand computation (the matrix sign of a 2 x 2 symmetric matrix in closed
-// form); the ManifoldMuon direction against its closed forms on St(n, n) (W msign(skew(W^T G))) and on the sphere
-// (the normalized projected gradient), and on St(N, n) against its optimality conditions (tangent, unit spectral
-// norm, zero duality gap, at least the alignment of the normalized projected gradient).
+// in double (one-sided Jacobi: neither the divide-and-conquer SVD nor the Gram eigensolver msign uses); the
+// Newton-Schulz band against the scalar recurrence; Muon's first steps against a hand computation (the matrix sign of a
+// 2 x 2 symmetric matrix in closed form); the ManifoldMuon direction against its closed forms on St(n, n) (W
+// msign(skew(W^T G))) and on the sphere (the normalized projected gradient), and on St(N, n) against its optimality
+// conditions (tangent, unit spectral norm, zero duality gap, at least the alignment of the normalized projected
+// gradient).
 #include <doctest/doctest.h>
 
 #include <Eigen/Core>
@@ -15,22 +16,14 @@
 #include <string>
 #include <vector>
 
+#include "../support/sanitized.hpp"
+
 namespace {
 
 // 10^4 optimizer steps take 2 s in the Release build and 200 s under ASan and UBSan at -O0: that one case runs in the
 // Release stage only (it checks arithmetic, which the sanitizers do not; every code path it takes is also taken by
 // the cases that do run under them).
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(undefined_behavior_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+constexpr bool kSanitized = test_support::sanitized;
 
 template <class T>
 using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
@@ -182,8 +175,8 @@ namespace {
 
 template <class T>
 struct MuonNet {
-  Mat<T> w;                                  // 4 x 2: Muon
-  Eigen::Matrix<T, Eigen::Dynamic, 1> b;     // a vector: the fallback
+  Mat<T> w;                               // 4 x 2: Muon
+  Eigen::Matrix<T, Eigen::Dynamic, 1> b;  // a vector: the fallback
   GEOMOPT_PTREE(w, b)
 };
 
@@ -203,8 +196,13 @@ TEST_CASE("Muon: the first two steps against a hand computation") {
   g.w(0, 0) = 3;
   g.w(1, 1) = -2;
   const MatD p0 = p.w;
-  geomopt::Muon muon({.lr = lr, .momentum = beta, .nesterov = true, .ns_steps = 5, .weight_decay = wd,
-                      .msign = geomopt::MsignMethod::svd, .fallback = {.lr = 0.01, .weight_decay = 0}});
+  geomopt::Muon muon({.lr = lr,
+                      .momentum = beta,
+                      .nesterov = true,
+                      .ns_steps = 5,
+                      .weight_decay = wd,
+                      .msign = geomopt::MsignMethod::svd,
+                      .fallback = {.lr = 0.01, .weight_decay = 0}});
   auto st = muon.init(p);
   const auto r1 = muon.step(p, g, st);
   CHECK(r1.lr == lr);
@@ -258,9 +256,9 @@ TEST_CASE("Muon: Newton-Schulz steps, plain momentum and the shape scales") {
     geomopt::Muon muon({.lr = 1, .momentum = 0.5, .nesterov = false, .scale = scale});
     auto st = muon.init(p);
     muon.step(p, g, st);
-    const double k = scale == geomopt::MuonScale::original        ? std::sqrt(2.0)
+    const double k = scale == geomopt::MuonScale::original          ? std::sqrt(2.0)
                      : scale == geomopt::MuonScale::match_rms_adamw ? 0.2 * 2.0
-                                                                   : 1.0;
+                                                                    : 1.0;
     // U = B = 0.5 G, scaled by 1 / (|U|_F + 1e-7).
     const double norm = 0.5 * std::sqrt(13.0) + 1e-7;
     CHECK(p.w(0, 0) == doctest::Approx(-k * quintic5(1.5 / norm)).epsilon(1e-12));
@@ -400,8 +398,7 @@ TEST_CASE_TEMPLATE("ManifoldMuon direction: tangent, unit spectral norm, optimal
       const bool fixed = method == geomopt::StiefelMuonMethod::fixed_point;
       // Exact (smoothing 0) on the regular problem; the rank-2 one is degenerate (the optimal Z is rank-deficient)
       // and takes the default smoothing, with which the fixed point converges and dual ascent runs out and projects.
-      const geomopt::StiefelMuonOptions o{
-          .method = method, .max_iterations = 500, .smoothing = rank == 6 ? 0.0 : 1e-4};
+      const geomopt::StiefelMuonOptions o{.method = method, .max_iterations = 500, .smoothing = rank == 6 ? 0.0 : 1e-4};
       const MatD a = geomopt::stiefel_muon_direction(wt, gt, o, &r, &duals).template cast<double>();
       CHECK(r.converged == (rank == 6 || fixed));
       CHECK(r.projected == !r.converged);
@@ -411,7 +408,7 @@ TEST_CASE_TEMPLATE("ManifoldMuon direction: tangent, unit spectral norm, optimal
       CHECK(spectral_norm(a) == doctest::Approx(1).epsilon(single ? 1e-5 : 1e-9));
       const double value = (gd.cwiseProduct(a)).sum();
       CHECK(value == doctest::Approx(r.primal).epsilon(1e-6));
-      if (rank == 6) CHECK(r.dual - r.primal <= 1e-6 * r.dual);  // zero duality gap: optimal
+      if (rank == 6) CHECK(r.dual - r.primal <= 1e-6 * r.dual);           // zero duality gap: optimal
       if (rank != 6 && fixed) CHECK(r.dual - r.primal <= 1e-3 * r.dual);  // within the smoothing's bound
       // At least as aligned as the normalized projected gradient, a feasible point.
       const MatD proj = gd - wd * (0.5 * (wd.transpose() * gd + gd.transpose() * wd));
@@ -462,8 +459,7 @@ TEST_CASE("ManifoldMuon: each retraction is W - lr A to first order and stays on
     for (int h = 0; h < 2; ++h) {
       const double lr = 1e-2 / (1 << h);
       auto copy = q;
-      geomopt::ManifoldMuon step({.lr = lr, .momentum = 0, .stiefel = {.tolerance = 1e-12},
-                                  .retraction = retraction});
+      geomopt::ManifoldMuon step({.lr = lr, .momentum = 0, .stiefel = {.tolerance = 1e-12}, .retraction = retraction});
       auto s = step.init(copy);
       step.step(copy, gq, s);
       CHECK(geomopt::check(copy.w) < 1e-13);

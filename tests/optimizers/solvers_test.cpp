@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/sanitized.hpp"
 #include "geomopt/solvers.hpp"
 
 #ifndef GEOMOPT_SOLVERS_SEED
@@ -203,17 +204,7 @@ constexpr std::uint64_t kBrockett200Seed = 20261229;
 // Under AddressSanitizer (built at -O0) the large problems' slow methods would take many minutes: gradient descent
 // and CG on St(200, 10) (thousands of iterations) and dense BFGS at dimensions 999 and 1945. The sanitizer build
 // runs those methods on the small problems, which go through the same code; the Release build runs them all.
-// g++ defines __SANITIZE_ADDRESS__; clang++ 14 (the sanitizer build's compiler) only answers __has_feature.
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define GEOMOPT_TEST_ASAN
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(GEOMOPT_TEST_ASAN)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
+constexpr bool kSanitized = test_support::sanitized;
 bool slow_when_sanitized(SolverMethod m) {
   return kSanitized &&
          (m == SolverMethod::gradient_descent || m == SolverMethod::conjugate_gradient || m == SolverMethod::bfgs);

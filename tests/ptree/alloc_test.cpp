@@ -1,10 +1,9 @@
 // Zero heap allocations: for_each, map_into, fold, flatten_into, unflatten_into, for_each_storage and fold_storage
 // allocate nothing on a nested tree (vectors, maps, optionals, a variant, ties, a buffer) at arities 1 to 6.
 //
-// Allocations are counted by count_allocations.hpp: every global operator new, and Eigen's own (aligned_malloc, not
-// operator new), which its Eigen configuration records.
+// Allocations are counted by count_allocations.hpp, at the allocator: operator new's and Eigen's alike.
 
-#include "../optimizers/count_allocations.hpp"  // first: it configures Eigen
+#include "../support/count_allocations.hpp"
 
 #include "common.hpp"
 
@@ -67,14 +66,13 @@ Tree make_tree(double k) {
   return t;
 }
 
-struct Guard {
-  Guard() {
-    alloc_count::news = 0;
-    alloc_count::eigen_mallocs = 0;
-    Eigen::internal::set_is_malloc_allowed(false);
-  }
-  ~Guard() { Eigen::internal::set_is_malloc_allowed(true); }
-};
+// The heap allocations f makes.
+template <class F>
+long allocations_of(F&& f) {
+  alloc_count::Window window;
+  f();
+  return window.count();
+}
 
 // The per-leaf work: no allocation (in-place coefficient-wise Eigen operations and reductions).
 struct AddAll {
@@ -103,65 +101,22 @@ void run_arity(std::array<Tree, 7>& trees, std::index_sequence<I...>) {
   CAPTURE(n);
   Tree& t0 = trees[0];
   const std::array<Tree, 7>& ct = trees;
-  long news = 0;
-  long eigen = 0;
   double sink = 0;
 
-  {
-    Guard g;
-    pt::for_each(AddAll{}, t0, ct[I + 1]...);
-    news = alloc_count::news;
-    eigen = alloc_count::eigen_mallocs;
-  }
-  CHECK_MESSAGE(news == 0, "for_each");
-  CHECK_MESSAGE(eigen == 0, "for_each (Eigen)");
+  CHECK_MESSAGE(allocations_of([&] { pt::for_each(AddAll{}, t0, ct[I + 1]...); }) == 0, "for_each");
 
-  {
-    Guard g;
-    pt::for_each(pt::all, AddAll{}, t0, ct[I + 1]...);
-    news = alloc_count::news;
-    eigen = alloc_count::eigen_mallocs;
-  }
-  CHECK_MESSAGE(news == 0, "for_each(all)");
-  CHECK_MESSAGE(eigen == 0, "for_each(all) (Eigen)");
+  CHECK_MESSAGE(allocations_of([&] { pt::for_each(pt::all, AddAll{}, t0, ct[I + 1]...); }) == 0, "for_each(all)");
 
-  {
-    Guard g;
-    sink += pt::fold(SumAll{}, 0.0, t0, ct[I + 1]...);
-    news = alloc_count::news;
-    eigen = alloc_count::eigen_mallocs;
-  }
-  CHECK_MESSAGE(news == 0, "fold");
-  CHECK_MESSAGE(eigen == 0, "fold (Eigen)");
+  CHECK_MESSAGE(allocations_of([&] { sink += pt::fold(SumAll{}, 0.0, t0, ct[I + 1]...); }) == 0, "fold");
 
-  {
-    Guard g;
-    pt::for_each_storage(AddAll{}, t0, ct[I + 1]...);
-    news = alloc_count::news;
-    eigen = alloc_count::eigen_mallocs;
-  }
-  CHECK_MESSAGE(news == 0, "for_each_storage");
-  CHECK_MESSAGE(eigen == 0, "for_each_storage (Eigen)");
+  CHECK_MESSAGE(allocations_of([&] { pt::for_each_storage(AddAll{}, t0, ct[I + 1]...); }) == 0, "for_each_storage");
 
-  {
-    Guard g;
-    sink += pt::fold_storage(SumAll{}, 0.0, t0, ct[I + 1]...);
-    news = alloc_count::news;
-    eigen = alloc_count::eigen_mallocs;
-  }
-  CHECK_MESSAGE(news == 0, "fold_storage");
-  CHECK_MESSAGE(eigen == 0, "fold_storage (Eigen)");
+  CHECK_MESSAGE(allocations_of([&] { sink += pt::fold_storage(SumAll{}, 0.0, t0, ct[I + 1]...); }) == 0,
+                "fold_storage");
 
   // map_into: dest plus n - 1 sources here (1..5); 6 sources in their own subcase.
   if constexpr (n > 0) {
-    {
-      Guard g;
-      pt::map_into(SumExpr{}, t0, ct[I + 1]...);
-      news = alloc_count::news;
-      eigen = alloc_count::eigen_mallocs;
-    }
-    CHECK_MESSAGE(news == 0, "map_into");
-    CHECK_MESSAGE(eigen == 0, "map_into (Eigen)");
+    CHECK_MESSAGE(allocations_of([&] { pt::map_into(SumExpr{}, t0, ct[I + 1]...); }) == 0, "map_into");
   }
 
   CHECK(sink != 0.0);
@@ -181,39 +136,25 @@ TEST_CASE("walks allocate nothing at arities 1 to 6") {
   SUBCASE("arity 6") { run_arity(trees, std::index_sequence<0, 1, 2, 3, 4>{}); }
   SUBCASE("map_into with 6 sources") {
     Tree& t0 = trees[0];
-    long news = 0;
-    long eigen = 0;
-    {
-      Guard g;
-      pt::map_into(SumExpr{}, t0, trees[1], trees[2], trees[3], trees[4], trees[5], trees[6]);
-      news = alloc_count::news;
-      eigen = alloc_count::eigen_mallocs;
-    }
-    CHECK(news == 0);
-    CHECK(eigen == 0);
+    CHECK(allocations_of(
+              [&] { pt::map_into(SumExpr{}, t0, trees[1], trees[2], trees[3], trees[4], trees[5], trees[6]); }) == 0);
     // and it did write: gain = (sum of gains 16..21) * 0.25
     CHECK(t0.gain == doctest::Approx((16.0 + 17 + 18 + 19 + 20 + 21) * 0.25));
   }
 }
 
 TEST_CASE("the counter works (so a zero above means something)") {
-  long news = 0;
-  long eigen = 0;
-  {
-    Guard g;
-    auto p = std::make_unique<int>(3);
-    std::vector<double> v(10);
-    v[0] = *p;
-    news = alloc_count::news;
-  }
-  CHECK(news >= 2);
-  {
-    Guard g;
-    Eigen::VectorXd v(100);
-    v.setZero();
-    eigen = alloc_count::eigen_mallocs;
-  }
-  CHECK(eigen >= 1);
+  CHECK(allocations_of([] {
+          auto p = std::make_unique<int>(3);
+          std::vector<double> v(10);
+          v[0] = *p;
+          CHECK(v[0] == 3.0);
+        }) >= 2);
+  CHECK(allocations_of([] {
+          Eigen::VectorXd v(100);
+          v.setZero();
+          CHECK(v.sum() == 0.0);
+        }) >= 1);
 }
 
 TEST_CASE("flatten_into and unflatten_into allocate nothing") {
@@ -221,24 +162,8 @@ TEST_CASE("flatten_into and unflatten_into allocate nothing") {
   const Eigen::Index n = static_cast<Eigen::Index>(pt::count(t));
   Eigen::VectorXd v(n);
   Eigen::VectorXd w = Eigen::VectorXd::LinSpaced(n, 1, static_cast<double>(n));
-  long news = 0;
-  long eigen = 0;
-  {
-    Guard g;
-    pt::flatten_into(v, t);
-    news = alloc_count::news;
-    eigen = alloc_count::eigen_mallocs;
-  }
-  CHECK(news == 0);
-  CHECK(eigen == 0);
-  {
-    Guard g;
-    pt::unflatten_into(t, w);
-    news = alloc_count::news;
-    eigen = alloc_count::eigen_mallocs;
-  }
-  CHECK(news == 0);
-  CHECK(eigen == 0);
+  CHECK(allocations_of([&] { pt::flatten_into(v, t); }) == 0);
+  CHECK(allocations_of([&] { pt::unflatten_into(t, w); }) == 0);
   // and they did their job
   CHECK(t.layers[0].weight(0, 0) == 1.0);
   CHECK(t.gain == static_cast<double>(n));

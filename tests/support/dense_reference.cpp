@@ -1,5 +1,3 @@
-#include "eigen_counting.hpp"  // first: where GEOMOPT_TEST_COUNTING is defined, it configures Eigen
-
 #include "dense_reference.hpp"
 
 #include <Eigen/Dense>

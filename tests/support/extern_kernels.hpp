@@ -10,12 +10,7 @@
 // Only these exact specializations are affected; every other scalar (ceres::Jet) instantiates as usual. And only what
 // is not inline stays out of the tests' code: a class's members defined in its body are inline and are instantiated
 // wherever they are used, so the list names the heavy free functions the workspaces call.
-//
-// The tests that count allocations (GEOMOPT_TEST_COUNTING) take the same list with Eigen configured to count
-// (eigen_counting.hpp), from their own library, geomopt_test_kernels_counting.
 #pragma once
-
-#include "eigen_counting.hpp"  // first: where GEOMOPT_TEST_COUNTING is defined, it configures Eigen
 
 #include <Eigen/Dense>
 #include <geomopt/manifolds.hpp>

@@ -63,10 +63,12 @@
 //
 // Counting allocations is the program's business, not this header's: a header cannot replace the global operator
 // new without replacing it for every program that includes it, and a program may already replace it. A test program
-// that counts (by its own operator new) sets geomopt::testing::allocation_counter to a function returning the number
-// of allocations so far; the suite reads it before and after the calls it measures. Eigen allocates through malloc,
-// not operator new: where the including file defines EIGEN_RUNTIME_NO_MALLOC, the suite also forbids Eigen's heap
-// during those calls, so a program whose eigen_assert records instead of aborting can count Eigen's allocations too.
+// that counts sets geomopt::testing::allocation_counter to a function returning the number of allocations so far; the
+// suite reads it before and after the calls it measures. Eigen allocates through malloc, not operator new: a program
+// that counts at malloc (a replacement of glibc's malloc, or a sanitizer's allocation hook) sees its allocations with
+// the rest. One that counts only its operator new can still catch Eigen's: where the including file defines
+// EIGEN_RUNTIME_NO_MALLOC, the suite forbids Eigen's heap during those calls, and an eigen_assert that records
+// instead of aborting counts them.
 #pragma once
 
 #include <Eigen/Core>
