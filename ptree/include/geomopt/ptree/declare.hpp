@@ -31,21 +31,21 @@ struct external {};
 // A bounded "for each argument" over __VA_ARGS__: each GEOMOPT_PTREE_DETAIL_EXPAND<k> level rescans its argument
 // four times, so the five levels give 4^5 = 1024 rescans, one per member: up to 1024 members. The tests declare 400.
 #define GEOMOPT_PTREE_DETAIL_PARENS ()
-#define GEOMOPT_PTREE_DETAIL_EXPAND(...)    \
-  GEOMOPT_PTREE_DETAIL_EXPAND5(GEOMOPT_PTREE_DETAIL_EXPAND5( \
-      GEOMOPT_PTREE_DETAIL_EXPAND5(GEOMOPT_PTREE_DETAIL_EXPAND5(__VA_ARGS__))))
-#define GEOMOPT_PTREE_DETAIL_EXPAND5(...)   \
-  GEOMOPT_PTREE_DETAIL_EXPAND4(GEOMOPT_PTREE_DETAIL_EXPAND4( \
-      GEOMOPT_PTREE_DETAIL_EXPAND4(GEOMOPT_PTREE_DETAIL_EXPAND4(__VA_ARGS__))))
-#define GEOMOPT_PTREE_DETAIL_EXPAND4(...)   \
-  GEOMOPT_PTREE_DETAIL_EXPAND3(GEOMOPT_PTREE_DETAIL_EXPAND3( \
-      GEOMOPT_PTREE_DETAIL_EXPAND3(GEOMOPT_PTREE_DETAIL_EXPAND3(__VA_ARGS__))))
-#define GEOMOPT_PTREE_DETAIL_EXPAND3(...)   \
-  GEOMOPT_PTREE_DETAIL_EXPAND2(GEOMOPT_PTREE_DETAIL_EXPAND2( \
-      GEOMOPT_PTREE_DETAIL_EXPAND2(GEOMOPT_PTREE_DETAIL_EXPAND2(__VA_ARGS__))))
-#define GEOMOPT_PTREE_DETAIL_EXPAND2(...)   \
-  GEOMOPT_PTREE_DETAIL_EXPAND1(GEOMOPT_PTREE_DETAIL_EXPAND1( \
-      GEOMOPT_PTREE_DETAIL_EXPAND1(GEOMOPT_PTREE_DETAIL_EXPAND1(__VA_ARGS__))))
+#define GEOMOPT_PTREE_DETAIL_EXPAND(...) \
+  GEOMOPT_PTREE_DETAIL_EXPAND5(          \
+      GEOMOPT_PTREE_DETAIL_EXPAND5(GEOMOPT_PTREE_DETAIL_EXPAND5(GEOMOPT_PTREE_DETAIL_EXPAND5(__VA_ARGS__))))
+#define GEOMOPT_PTREE_DETAIL_EXPAND5(...) \
+  GEOMOPT_PTREE_DETAIL_EXPAND4(           \
+      GEOMOPT_PTREE_DETAIL_EXPAND4(GEOMOPT_PTREE_DETAIL_EXPAND4(GEOMOPT_PTREE_DETAIL_EXPAND4(__VA_ARGS__))))
+#define GEOMOPT_PTREE_DETAIL_EXPAND4(...) \
+  GEOMOPT_PTREE_DETAIL_EXPAND3(           \
+      GEOMOPT_PTREE_DETAIL_EXPAND3(GEOMOPT_PTREE_DETAIL_EXPAND3(GEOMOPT_PTREE_DETAIL_EXPAND3(__VA_ARGS__))))
+#define GEOMOPT_PTREE_DETAIL_EXPAND3(...) \
+  GEOMOPT_PTREE_DETAIL_EXPAND2(           \
+      GEOMOPT_PTREE_DETAIL_EXPAND2(GEOMOPT_PTREE_DETAIL_EXPAND2(GEOMOPT_PTREE_DETAIL_EXPAND2(__VA_ARGS__))))
+#define GEOMOPT_PTREE_DETAIL_EXPAND2(...) \
+  GEOMOPT_PTREE_DETAIL_EXPAND1(           \
+      GEOMOPT_PTREE_DETAIL_EXPAND1(GEOMOPT_PTREE_DETAIL_EXPAND1(GEOMOPT_PTREE_DETAIL_EXPAND1(__VA_ARGS__))))
 #define GEOMOPT_PTREE_DETAIL_EXPAND1(...) __VA_ARGS__
 
 // Statements: m(ctx, a1) m(ctx, a2) ...
@@ -66,24 +66,24 @@ struct external {};
 #define GEOMOPT_PTREE_DETAIL_MEMBER_TYPE(ctx, member) decltype(member)
 #define GEOMOPT_PTREE_DETAIL_EXTERNAL_TYPE(type, member) decltype(type::member)
 
-/// Declares the members of the enclosing struct, in order, as the children of a parameter-tree branch.
-#define GEOMOPT_PTREE(...)                                                               \
-  template <class Visit, class... Self>                                                  \
+/// Declares the members of the enclosing struct, in order, as the children of a parameter-tree branch. The struct is
+/// at namespace or class scope: a local class (declared in a function) cannot have the member template it defines.
+#define GEOMOPT_PTREE(...)                                                                  \
+  template <class Visit, class... Self>                                                     \
   static void ptree_walk([[maybe_unused]] Visit&& visit, [[maybe_unused]] Self&&... self) { \
-    GEOMOPT_PTREE_DETAIL_EACH(GEOMOPT_PTREE_DETAIL_VISIT, _, __VA_ARGS__)                \
-  }                                                                                      \
-  using ptree_children =                                                                 \
+    GEOMOPT_PTREE_DETAIL_EACH(GEOMOPT_PTREE_DETAIL_VISIT, _, __VA_ARGS__)                   \
+  }                                                                                         \
+  using ptree_children =                                                                    \
       ::geomopt::ptree::children<GEOMOPT_PTREE_DETAIL_LIST(GEOMOPT_PTREE_DETAIL_MEMBER_TYPE, _, __VA_ARGS__)>;
 
 /// GEOMOPT_PTREE for a type declared elsewhere; write it at global scope: GEOMOPT_PTREE_EXTERNAL(ns::Type, a, b).
-#define GEOMOPT_PTREE_EXTERNAL(Type, ...)                                                        \
-  template <>                                                                                    \
-  struct geomopt::ptree::external<Type> {                                                        \
-    template <class Visit, class... Self>                                                        \
-    static void ptree_walk([[maybe_unused]] Visit&& visit, [[maybe_unused]] Self&&... self) {    \
-      GEOMOPT_PTREE_DETAIL_EACH(GEOMOPT_PTREE_DETAIL_VISIT, _, __VA_ARGS__)                      \
-    }                                                                                            \
-    using ptree_children =                                                                       \
-        ::geomopt::ptree::children<GEOMOPT_PTREE_DETAIL_LIST(GEOMOPT_PTREE_DETAIL_EXTERNAL_TYPE, \
-                                                             Type, __VA_ARGS__)>;                \
+#define GEOMOPT_PTREE_EXTERNAL(Type, ...)                                                                             \
+  template <>                                                                                                         \
+  struct geomopt::ptree::external<Type> {                                                                             \
+    template <class Visit, class... Self>                                                                             \
+    static void ptree_walk([[maybe_unused]] Visit&& visit, [[maybe_unused]] Self&&... self) {                         \
+      GEOMOPT_PTREE_DETAIL_EACH(GEOMOPT_PTREE_DETAIL_VISIT, _, __VA_ARGS__)                                           \
+    }                                                                                                                 \
+    using ptree_children =                                                                                            \
+        ::geomopt::ptree::children<GEOMOPT_PTREE_DETAIL_LIST(GEOMOPT_PTREE_DETAIL_EXTERNAL_TYPE, Type, __VA_ARGS__)>; \
   };
