@@ -11,6 +11,7 @@
 #include <Eigen/Core>
 #include <cstdint>
 #include <iostream>
+#include <string>
 #include <variant>
 
 #include "expect.hpp"
@@ -48,6 +49,29 @@ int run() {
     // snippet-end: using
     expect(r.complete() && r.loaded.size() == 2 && pt::flatten(tree) == pt::flatten(params), "save and load");
     expect(fresh.step_count() == 1, "load_checkpoint restores the step count");
+
+    // snippet-begin: lenient
+    geomopt::Adam faster({.lr = 2e-2});  // the run goes on with another learning rate
+    auto resumed = faster.init(params);
+    // A strict load refuses: "optimizer: metadata: lr is 0.01 in the file, 0.02 here".
+    geomopt::io::LoadReport lenient = geomopt::io::load_checkpoint("ckpt.h5", params, resumed, {.strict = false});
+    std::cout << lenient.full_report();  // the difference is listed; the steps use the optimizer's own lr = 0.02
+    // snippet-end: lenient
+    bool refused = false;
+    try {
+      auto strict = faster.init(params);
+      geomopt::io::load_checkpoint("ckpt.h5", params, strict);
+    } catch (const geomopt::io::Error& e) {
+      refused = e.has(geomopt::io::ProblemKind::metadata, "optimizer");
+    }
+    expect(refused, "a strict load refuses a changed lr");
+    expect(lenient.differences.size() == 1 &&
+               lenient.differences[0].find("lr is 0.01 in the file, 0.02 here") != std::string::npos,
+           "a lenient load lists the changed lr");
+    Model<double> p_fresh = params, p_resumed = params;
+    faster.step(p_fresh, grads, fresh);  // fresh: the same checkpoint loaded into the lr = 0.01 optimizer's state
+    faster.step(p_resumed, grads, resumed);
+    expect(pt::flatten(p_fresh) == pt::flatten(p_resumed), "after a lenient load the optimizer's own lr steps");
   }
 
   {
