@@ -132,8 +132,8 @@ void check_all(const M& start, std::uint64_t seed) {
 
 TEST_CASE("the allocation counter sees operator new, Eigen's allocations, the kernels library's, and a large GEMM") {
   Eigen::MatrixXd a = Eigen::MatrixXd::Random(400, 400), b = a, c(400, 400);
-  // A skew core above the Taylor range: skew_function_spectral runs in the kernels library (extern_kernels.hpp) and
-  // returns a matrix it allocated there.
+  // skew_function_spectral runs in the kernels library (extern_kernels.hpp declares it extern) and returns a matrix
+  // it allocated there.
   const Eigen::MatrixXd w = Eigen::MatrixXd::Random(6, 6), core = 4.0 * (w - w.transpose());
   long news = 0, eigen = 0, library = 0, gemm = 0, none = 0;
   {
