@@ -6,8 +6,8 @@
 //     lambda f(X); to_ambient is tangent with the canonical norm |c|; lift is the transpose of to_ambient;
 //   - SO(3): the coordinates are the rotation vector of the right perturbation, retract(I, w, geodesic) is Rodrigues'
 //     formula and R exp([w]_x) at any R, and the allocating API agrees with the workspace;
-//   - lift, to_ambient and retract allocate nothing (every allocation counted), for cores and
-//     sections wider than a product tile;
+//   - lift, to_ambient and retract allocate nothing (every allocation counted), for cores and sections wider than a
+//     product tile;
 //   - shapes that are not points throw std::invalid_argument naming the manifold and the shape;
 //   - the Jet workspace's value part equals the double one.
 #include "../support/count_allocations.hpp"

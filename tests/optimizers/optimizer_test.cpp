@@ -650,13 +650,7 @@ TEST_CASE("manifold leaves: clipping counts the Riemannian gradient, EMA average
   CHECK(geomopt::check(projected.rotation) < 1e-13);
 }
 
-// The heap allocations f makes (count_allocations.hpp).
-template <class F>
-long allocations_of(F&& f) {
-  alloc_count::Window counter;
-  f();
-  return counter.count();
-}
+using alloc_count::allocations_of;
 
 TEST_CASE("a step allocates nothing") {
   Net<float> x = make_net<float>(0.5f);

@@ -66,13 +66,7 @@ Tree make_tree(double k) {
   return t;
 }
 
-// The heap allocations f makes.
-template <class F>
-long allocations_of(F&& f) {
-  alloc_count::Window window;
-  f();
-  return window.count();
-}
+using alloc_count::allocations_of;
 
 // The per-leaf work: no allocation (in-place coefficient-wise Eigen operations and reductions).
 struct AddAll {

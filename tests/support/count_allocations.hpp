@@ -11,7 +11,7 @@
 // free is not counted: a test asks how many allocations a piece of code made, not how much memory it holds.
 //
 // Include it in exactly one file of a test executable (it defines the replacements), then
-//   { alloc_count::Window window; ...; CHECK(window.count() == 0); }
+//   { alloc_count::Window window; ...; CHECK(window.count() == 0); }   or   CHECK(alloc_count::allocations_of(f) == 0);
 #pragma once
 
 #include <atomic>
@@ -35,6 +35,14 @@ class Window {
  private:
   long start_;
 };
+
+// The allocations f() makes.
+template <class F>
+long allocations_of(F&& f) {
+  Window window;
+  f();
+  return window.count();
+}
 
 }  // namespace alloc_count
 
