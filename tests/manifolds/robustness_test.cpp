@@ -393,14 +393,14 @@ TEST_CASE_TEMPLATE("the optimizers' steppers follow retract at huge norms and ne
   for (Retraction r : kRetractions) {
     const auto x = Stiefel<T>::random_point(rng, 6, 2);
     auto stepper = geomopt::detail::make_stepper(x, SectionPolicy::recomputed);
-    Eigen::Matrix<T, Eigen::Dynamic, 1> coords = Eigen::Matrix<T, Eigen::Dynamic, 1>::Zero(stepper->dim());
+    Eigen::Matrix<T, Eigen::Dynamic, 1> coords = Eigen::Matrix<T, Eigen::Dynamic, 1>::Zero(stepper->tangent_size());
     coords[2] = std::numeric_limits<T>::quiet_NaN();
     M y = x.value();
     CHECK_NOTHROW(stepper->retract(y.data(), coords.data(), r));
     CHECK(!y.allFinite());
     const auto p = SPD<T>::random_point(rng, 3);
     auto spd_stepper = geomopt::detail::make_stepper(p, SectionPolicy::recomputed);
-    Eigen::Matrix<T, Eigen::Dynamic, 1> w = Eigen::Matrix<T, Eigen::Dynamic, 1>::Zero(spd_stepper->dim());
+    Eigen::Matrix<T, Eigen::Dynamic, 1> w = Eigen::Matrix<T, Eigen::Dynamic, 1>::Zero(spd_stepper->tangent_size());
     w[0] = std::numeric_limits<T>::infinity();
     M q = p.value();
     CHECK_NOTHROW(spd_stepper->retract(q.data(), w.data(), r));

@@ -183,7 +183,7 @@ TEST_CASE("make_stepper on a contract manifold: the workspace's shape check, the
                        std::invalid_argument);
   const auto recomputed = make_stepper(toy::Sphere<double>(7), SectionPolicy::recomputed);
   const auto transported = make_stepper(toy::Sphere<double>(7), SectionPolicy::transported);
-  CHECK(recomputed->dim() == 6);
+  CHECK(recomputed->tangent_size() == 6);
   CHECK(recomputed->section_data() == nullptr);
   CHECK(transported->section_rows() == 7);
   CHECK(transported->step_cost() > recomputed->step_cost());

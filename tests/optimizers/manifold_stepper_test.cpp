@@ -1,4 +1,4 @@
-// The optimizers' stepper of manifold leaves (detail::ContractStepper over each manifold's workspace,
+// The optimizers' stepper of manifold leaves (each manifold's workspace behind detail::AnyWorkspace,
 // optimizers/detail/manifold_stepper.hpp) against the manifolds API:
 //   - over five successive steps with random gradients and updates, lift gives the ptree storage of
 //     geomopt::lift(x, section, G) and retract the point of geomopt::retract(x, section, xi, r) (1e-12 relative in
@@ -70,9 +70,9 @@ void check_chain(const M& start, SectionPolicy policy, Retraction r, geomopt::Rn
   M x = start;
   auto section = geomopt::make_section(x, policy);  // kept by the transported chain only
   auto stepper = geomopt::detail::make_stepper(x, policy);
-  REQUIRE(stepper->dim() == geomopt::dim(x));
+  REQUIRE(stepper->tangent_size() == geomopt::dim(x));
   typename M::value_type y = x.value();
-  Vec<T> coords(stepper->dim()), u(stepper->dim());
+  Vec<T> coords(stepper->tangent_size()), u(stepper->tangent_size());
   long allocations = 0;
 
   for (int step = 0; step < 5; ++step) {
@@ -210,7 +210,7 @@ TEST_CASE("empty shapes: dimension 0, and lift and retract leave everything as i
           geomopt::detail::make_stepper(SpecialOrthogonal<double>(0), policy),
           geomopt::detail::make_stepper(SPD<double>(0), policy)};
       for (auto& stepper : steppers) {
-        CHECK(stepper->dim() == 0);
+        CHECK(stepper->tangent_size() == 0);
         double y = 7, g = 3, coords = 5;
         alloc_count::Window window;
         stepper->lift(&y, &g, &coords);

@@ -27,12 +27,12 @@
 #include <Eigen/Core>
 #include <cmath>
 #include <limits>
-#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 
+#include "geomopt/manifolds/any_workspace.hpp"
 #include "geomopt/manifolds/common.hpp"
 #include "geomopt/manifolds/contract.hpp"
 #include "geomopt/manifolds/detail/matrix_functions.hpp"
@@ -51,8 +51,8 @@ template <class M>
 using PlainValue = typename std::decay_t<decltype(std::declval<const M&>().value())>::PlainObject;
 
 template <Manifold M>
-typename M::Workspace recomputed_workspace(const M& x) {
-  return typename M::Workspace(x.value().rows(), x.value().cols(), SectionPolicy::recomputed, nullptr);
+OpenWorkspace<M> recomputed_workspace(const M& x) {
+  return open_workspace<M>(x.value().rows(), x.value().cols(), SectionPolicy::recomputed, nullptr);
 }
 
 inline std::string ambient_shape_string(Eigen::Index rows, Eigen::Index cols) {
@@ -147,13 +147,12 @@ Eigen::Index dim(const M& x) {
 template <Manifold M>
 typename M::Scalar check(const M& x) {
   using T = typename M::Scalar;
-  std::optional<typename M::Workspace> ws;
   try {
-    ws.emplace(x.value().rows(), x.value().cols(), SectionPolicy::recomputed, nullptr);
+    (void)M::tangent_size(x.value().rows(), x.value().cols());  // the contract's shape rule, the workspace's too
   } catch (const std::invalid_argument&) {
     return T(std::numeric_limits<double>::infinity());
   }
-  return ws->check(x.value().data());
+  return detail::recomputed_workspace(x).check(x.value().data());
 }
 
 /// Replaces x by the nearest point of the manifold and returns it.

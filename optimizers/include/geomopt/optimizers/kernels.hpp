@@ -34,7 +34,6 @@
 #include <utility>
 #include <vector>
 
-#include "geomopt/optimizers/detail/avx2.hpp"
 #include "geomopt/optimizers/kernel_path.hpp"
 
 namespace geomopt {
@@ -54,9 +53,9 @@ struct Chunk {
 
 /// What a kernel knows of a leaf at a step.
 struct LeafStep {
-  std::int64_t t = 1;        ///< 1 at the first step
-  double lr = 0;             ///< scheduled, times the leaf's lr_scale
-  double weight_decay = 0;   ///< the leaf's (0 for manifold leaves)
+  std::int64_t t = 1;       ///< 1 at the first step
+  double lr = 0;            ///< scheduled, times the leaf's lr_scale
+  double weight_decay = 0;  ///< the leaf's (0 for manifold leaves)
 };
 
 using Hyperparameters = std::vector<std::pair<std::string, double>>;
@@ -76,6 +75,21 @@ void with_l2(Chunk<T>& x, T wd, F&& f) {
     f(x.g);
   }
 }
+
+// The coefficients of one Adam or AdamW step of a leaf (AdamKernelBase::coefficients).
+template <class T>
+struct AdamCoeffs {
+  T b1, one_minus_b1, b2, one_minus_b2, l2, shrink, step_size, inv_bc2_sqrt, eps;
+  bool amsgrad;
+};
+
+#if GEOMOPT_HAVE_AVX2_PATH
+// optimizers/detail/avx2.hpp's Adam over n entries (p, m, v and, for AMSGrad, vmax updated in place), compiled into
+// libgeomopt_optimizers (src/avx2_kernels.cpp) so that <immintrin.h> stays out of the headers.
+void avx2_adam(const AdamCoeffs<float>& c, float* p, const float* g, float* m, float* v, float* vmax, Eigen::Index n);
+void avx2_adam(const AdamCoeffs<double>& c, double* p, const double* g, double* m, double* v, double* vmax,
+               Eigen::Index n);
+#endif
 }  // namespace detail
 
 /// torch.optim.SGD: L2 weight decay, momentum with dampening (the first step copies the gradient into the buffer),
@@ -119,8 +133,11 @@ struct SGDKernel {
   }
 
   static Hyperparameters hyperparameters(const Options& o) {
-    return {{"lr", o.lr}, {"momentum", o.momentum}, {"dampening", o.dampening},
-            {"nesterov", o.nesterov ? 1.0 : 0.0}, {"weight_decay", o.weight_decay}};
+    return {{"lr", o.lr},
+            {"momentum", o.momentum},
+            {"dampening", o.dampening},
+            {"nesterov", o.nesterov ? 1.0 : 0.0},
+            {"weight_decay", o.weight_decay}};
   }
 
  private:
@@ -172,10 +189,7 @@ struct AdamKernelBase {
   }
 
   template <class T>
-  struct Coeffs {
-    T b1, one_minus_b1, b2, one_minus_b2, l2, shrink, step_size, inv_bc2_sqrt, eps;
-    bool amsgrad;
-  };
+  using Coeffs = detail::AdamCoeffs<T>;
   template <class T>
   static Coeffs<T> coefficients(const Options& o, const LeafStep& s) {
     const double t = static_cast<double>(s.t);
@@ -201,8 +215,8 @@ struct AdamKernelBase {
   template <class T>
   static bool update_avx2([[maybe_unused]] const Coeffs<T>& c, [[maybe_unused]] Chunk<T>& x) {
 #if GEOMOPT_HAVE_AVX2_PATH
-    detail::avx2::adam<T>(c, x.p.data(), x.g.data(), x.s[0].data(), x.s[1].data(),
-                          c.amsgrad ? x.s[2].data() : nullptr, x.p.size());
+    detail::avx2_adam(c, x.p.data(), x.g.data(), x.s[0].data(), x.s[1].data(), c.amsgrad ? x.s[2].data() : nullptr,
+                      x.p.size());
     return true;
 #else
     return false;
@@ -210,7 +224,11 @@ struct AdamKernelBase {
   }
 
   static Hyperparameters hyperparameters(const Options& o) {
-    return {{"lr", o.lr},   {"beta1", o.beta1}, {"beta2", o.beta2}, {"eps", o.eps}, {"weight_decay", o.weight_decay},
+    return {{"lr", o.lr},
+            {"beta1", o.beta1},
+            {"beta2", o.beta2},
+            {"eps", o.eps},
+            {"weight_decay", o.weight_decay},
             {"amsgrad", o.amsgrad ? 1.0 : 0.0}};
   }
 
@@ -280,8 +298,8 @@ struct RMSpropKernel {
   };
   template <class T>
   static Coeffs<T> coefficients(const Options& o, const LeafStep& s) {
-    return {T(s.lr), T(s.weight_decay), T(o.alpha), T(1 - o.alpha), T(o.eps), T(o.momentum), o.momentum > 0,
-            o.centered};
+    return {T(s.lr),  T(s.weight_decay), T(o.alpha),     T(1 - o.alpha),
+            T(o.eps), T(o.momentum),     o.momentum > 0, o.centered};
   }
 
   template <class T>
@@ -290,8 +308,12 @@ struct RMSpropKernel {
   }
 
   static Hyperparameters hyperparameters(const Options& o) {
-    return {{"lr", o.lr},           {"alpha", o.alpha},       {"eps", o.eps}, {"weight_decay", o.weight_decay},
-            {"momentum", o.momentum}, {"centered", o.centered ? 1.0 : 0.0}};
+    return {{"lr", o.lr},
+            {"alpha", o.alpha},
+            {"eps", o.eps},
+            {"weight_decay", o.weight_decay},
+            {"momentum", o.momentum},
+            {"centered", o.centered ? 1.0 : 0.0}};
   }
 
  private:
@@ -360,8 +382,11 @@ struct AdagradKernel {
   }
 
   static Hyperparameters hyperparameters(const Options& o) {
-    return {{"lr", o.lr}, {"lr_decay", o.lr_decay}, {"weight_decay", o.weight_decay},
-            {"initial_accumulator_value", o.initial_accumulator_value}, {"eps", o.eps}};
+    return {{"lr", o.lr},
+            {"lr_decay", o.lr_decay},
+            {"weight_decay", o.weight_decay},
+            {"initial_accumulator_value", o.initial_accumulator_value},
+            {"eps", o.eps}};
   }
 
  private:

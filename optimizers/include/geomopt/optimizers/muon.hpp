@@ -168,6 +168,12 @@ using MuonMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
 // class, this one would add 7 s of g++ -O2 time to every file that includes <geomopt/optimizers.hpp>).
 template <class T>
 class StiefelMuonCore {
+  // double whatever T is, named through T so that the Eigen expressions below are type-checked where the class is
+  // used; written as double, they would be checked (and their Eigen classes instantiated) in every file.
+  using Real = std::conditional_t<std::is_floating_point_v<T>, double, double>;
+  using MatrixR = Eigen::Matrix<Real, Eigen::Dynamic, Eigen::Dynamic>;
+  using VectorR = Eigen::Matrix<Real, Eigen::Dynamic, 1>;
+
  public:
   explicit StiefelMuonCore(Eigen::Index n)
       : k_(n, n),
@@ -280,7 +286,7 @@ class StiefelMuonCore {
       history_ = 0;
       return;
     }
-    const Eigen::Map<const Eigen::VectorXd> g(m_.data(), nn), x(x_.data(), nn);
+    const Eigen::Map<const VectorR> g(m_.data(), nn), x(x_.data(), nn);
     const int used = std::min(history_, depth);
     if (history_ > 0) {
       // The new difference replaces the oldest; dF^T dF is kept up to date by its one new row and column.
@@ -296,28 +302,28 @@ class StiefelMuonCore {
       x_ = m_;
       return;
     }
-    Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, 0, 16, 16> normal = dfdf_.topLeftCorner(used, used);
-    Eigen::Matrix<double, Eigen::Dynamic, 1, 0, 16, 1> rhs(used);
+    Eigen::Matrix<Real, Eigen::Dynamic, Eigen::Dynamic, 0, 16, 16> normal = dfdf_.topLeftCorner(used, used);
+    Eigen::Matrix<Real, Eigen::Dynamic, 1, 0, 16, 1> rhs(used);
     for (int c = 0; c < used; ++c) rhs(c) = df_.col(c).dot(prev_f_);
     normal.diagonal().array() += 1e-12 * normal.trace() + 1e-300;
-    const Eigen::Matrix<double, Eigen::Dynamic, 1, 0, 16, 1> gamma = normal.ldlt().solve(rhs);
-    Eigen::Map<Eigen::VectorXd>(x_.data(), nn) = g - dg_.leftCols(used) * gamma;
+    const Eigen::Matrix<Real, Eigen::Dynamic, 1, 0, 16, 1> gamma = normal.ldlt().solve(rhs);
+    Eigen::Map<VectorR>(x_.data(), nn) = g - dg_.leftCols(used) * gamma;
     x_ = 0.5 * (x_ + x_.transpose()).eval();
   }
 
-  Eigen::MatrixXd& k() noexcept { return k_; }
-  Eigen::MatrixXd& s0() noexcept { return s0_; }
-  Eigen::MatrixXd& x() noexcept { return x_; }
-  const Eigen::MatrixXd& p() const noexcept { return p_; }
+  MatrixR& k() noexcept { return k_; }
+  MatrixR& s0() noexcept { return s0_; }
+  MatrixR& x() noexcept { return x_; }
+  const MatrixR& p() const noexcept { return p_; }
   /// The largest singular value of Z's smoothed Gram root, sqrt(s_max^2 + mu^2), and mu^2.
   double top() const noexcept { return d_.size() > 0 ? d_.maxCoeff() : 0.0; }
   double mu2() const noexcept { return mu2_; }
-  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd>& eigensolver() noexcept { return eig_; }
+  Eigen::SelfAdjointEigenSolver<MatrixR>& eigensolver() noexcept { return eig_; }
   std::size_t bytes() const noexcept { return static_cast<std::size_t>(11 * k_.size()) * sizeof(double); }
 
  private:
   // The Gram matrix of U + W X and its eigendecomposition; returns the nuclear norm sum(d). With `full`, also p_.
-  double decompose(const Eigen::MatrixXd& x, bool full) {
+  double decompose(const MatrixR& x, bool full) {
     const Eigen::Index n = x.rows();
     m_.noalias() = x * k_;
     gram_ = s0_ + m_ + m_.transpose();
@@ -344,11 +350,11 @@ class StiefelMuonCore {
   double mu2_ = 0;
   int history_ = 0;
   double best_ = 0;
-  Eigen::MatrixXd df_, dg_, dfdf_, best_x_;
-  Eigen::VectorXd prev_f_, prev_g_;
-  Eigen::MatrixXd k_, s0_, x_, m_, gram_, p_, r_, h_, try_;
-  Eigen::VectorXd d_, inv_;
-  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig_;
+  MatrixR df_, dg_, dfdf_, best_x_;
+  VectorR prev_f_, prev_g_;
+  MatrixR k_, s0_, x_, m_, gram_, p_, r_, h_, try_;
+  VectorR d_, inv_;
+  Eigen::SelfAdjointEigenSolver<MatrixR> eig_;
 };
 
 }  // namespace detail
@@ -730,7 +736,7 @@ class BasicMuon {
             } else {
               if constexpr (std::is_same_v<L, Stiefel<T>>) {
                 w->stepper = detail::make_leaf_stepper(leaf, SectionPolicy::recomputed);
-                w->coords.resize(w->stepper->dim(), 1);
+                w->coords.resize(w->stepper->tangent_size(), 1);
               }
             }
           } else {

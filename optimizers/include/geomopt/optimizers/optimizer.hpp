@@ -219,7 +219,7 @@ class Optimizer {
               std::unique_ptr<detail::ManifoldStepper<T>> stepper = detail::make_leaf_stepper(leaf, common_.section);
               unit.stepper = static_cast<int>(st.steppers_.size());
               unit.offset = coordinates;
-              unit.size = stepper->dim();
+              unit.size = stepper->tangent_size();
               unit.cost = stepper->step_cost();
               unit.param_size = leaf.value().size();
               unit.rows = leaf.value().rows();

@@ -21,6 +21,7 @@
 #include <string>
 #include <type_traits>
 
+#include "geomopt/manifolds/any_workspace.hpp"
 #include "geomopt/manifolds/contract.hpp"
 
 namespace geomopt::detail {
@@ -45,7 +46,7 @@ struct CeresShape {
 template <Manifold M>
 class ContractCeresKernel {
   using Point = std::remove_cvref_t<M>;
-  using Workspace = typename Point::Workspace;
+  using Workspace = OpenWorkspace<Point>;
   using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using Vector = Eigen::VectorXd;
   static_assert(std::is_same_v<typename Point::Scalar, double>,
@@ -129,7 +130,7 @@ class ContractCeresKernel {
   }
 
  private:
-  Workspace workspace() const { return Workspace(rows_, cols_, SectionPolicy::recomputed, nullptr); }
+  Workspace workspace() const { return open_workspace<Point>(rows_, cols_, SectionPolicy::recomputed, nullptr); }
 
   Eigen::MatrixXd dense_plus_jacobian(const double* x) const {
     Workspace ws = workspace();

@@ -15,9 +15,10 @@
 // packing a small fraction of the arithmetic (one load per 120 multiply-adds).
 //
 // Where kernel_path() is avx2, float and double products op(lhs) rhs (rhs not transposed: every product of the
-// manifold kernels) go to gemm_avx2.hpp instead, which needs no buffer at all and, at the shapes of a Stiefel step,
-// runs 2.6 to 3.1 times as fast as Eigen in a build without -march (Eigen's packets are 128-bit there; docs/design.md,
-// "Kernel paths").
+// manifold kernels) go to gemm_avx2.hpp instead (compiled into libgeomopt_manifolds, src/avx2_products.cpp, so that
+// <immintrin.h> stays out of the headers: it alone would double the time to include them), which needs no buffer at all
+// and, at the shapes of a Stiefel step, runs 2.6 to 3.1 times as fast as Eigen in a build without -march (Eigen's
+// packets are 128-bit there; docs/design.md, "Kernel paths").
 #pragma once
 
 #include <Eigen/Core>
@@ -25,9 +26,22 @@
 #include <cstddef>
 #include <type_traits>
 
-#include "geomopt/manifolds/detail/gemm_avx2.hpp"
+#include "geomopt/manifolds/any_workspace.hpp"
+#include "geomopt/manifolds/kernel_path.hpp"
 
 namespace geomopt::detail {
+
+#if GEOMOPT_HAVE_AVX2_PATH
+// gemm_avx2.hpp's nn (c += sign a b) and tn (c += sign a^T b), a m x k, b k x n, for float and double.
+#define GEOMOPT_AVX2_PRODUCT(name, T)                                                                                  \
+  GEOMOPT_KERNELS_EXPORT void name(T* c, Eigen::Index ldc, const T* a, Eigen::Index lda, const T* b, Eigen::Index ldb, \
+                                   Eigen::Index m, Eigen::Index k, Eigen::Index n, T sign);
+GEOMOPT_AVX2_PRODUCT(avx2_nn, float)
+GEOMOPT_AVX2_PRODUCT(avx2_nn, double)
+GEOMOPT_AVX2_PRODUCT(avx2_tn, float)
+GEOMOPT_AVX2_PRODUCT(avx2_tn, double)
+#undef GEOMOPT_AVX2_PRODUCT
+#endif
 
 template <class T>
 using StackGemmDst = Eigen::Ref<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>, 0, Eigen::OuterStride<>>;
@@ -80,11 +94,11 @@ void stack_gemm(StackGemmDst<T> dst, StackGemmSrc<T> lhs, GemmOp lop, StackGemmS
     if (rop == GemmOp::plain && kernel_path() == KernelPath::avx2) {
       const T sign = minus ? T(-1) : T(1);
       if (lop == GemmOp::plain) {
-        avx2::nn<T>(dst.data(), dst.outerStride(), lhs.data(), lhs.outerStride(), rhs.data(), rhs.outerStride(), rows,
-                    depth, cols, sign);
+        avx2_nn(dst.data(), dst.outerStride(), lhs.data(), lhs.outerStride(), rhs.data(), rhs.outerStride(), rows,
+                depth, cols, sign);
       } else {
-        avx2::tn<T>(dst.data(), dst.outerStride(), lhs.data(), lhs.outerStride(), rhs.data(), rhs.outerStride(), rows,
-                    depth, cols, sign);
+        avx2_tn(dst.data(), dst.outerStride(), lhs.data(), lhs.outerStride(), rhs.data(), rhs.outerStride(), rows,
+                depth, cols, sign);
       }
       return;
     }

@@ -13,6 +13,7 @@
 #include <string>
 #include <utility>
 
+#include "geomopt/manifolds/any_workspace.hpp"
 #include "geomopt/manifolds/common.hpp"
 #include "geomopt/manifolds/detail/point.hpp"
 #include "geomopt/manifolds/detail/stiefel_family.hpp"
@@ -38,7 +39,9 @@ class Grassmann : public detail::StiefelFamilyPoint<Grassmann<T>, T, detail::Mat
   Grassmann(Eigen::Index N, Eigen::Index n) : Grassmann(Stiefel<T>(N, n).value()) {}
 
   /// A Haar-distributed representative.
-  static Grassmann random_point(Rng& rng, Eigen::Index N, Eigen::Index n) { return Grassmann(random_value(rng, N, n)); }
+  static Grassmann random_point(Rng& rng, Eigen::Index N, Eigen::Index n) {
+    return Grassmann(Grassmann::drawn_value(rng, N, n));
+  }
 
   static Tangent tangent_from(const Grassmann& x, const T* c) {
     return Tangent(Matrix(Eigen::Map<const Matrix>(c, x.N() - x.n(), x.n())));
@@ -62,5 +65,7 @@ class Grassmann : public detail::StiefelFamilyPoint<Grassmann<T>, T, detail::Mat
   static Tangent make_tangent(const Matrix&, Matrix b) { return Tangent(std::move(b)); }
   static std::pair<Matrix, Matrix> blocks(const Tangent& xi) { return {Matrix::Zero(xi.n(), xi.n()), xi.B()}; }
 };
+
+GEOMOPT_DECLARE_COMPILED_WORKSPACE(Grassmann)
 
 }  // namespace geomopt

@@ -36,6 +36,7 @@
 #include <string>
 #include <utility>
 
+#include "geomopt/manifolds/any_workspace.hpp"
 #include "geomopt/manifolds/common.hpp"
 #include "geomopt/manifolds/contract.hpp"
 #include "geomopt/manifolds/detail/point.hpp"
@@ -65,7 +66,7 @@ class Lorentz : public detail::PointBase<T, Eigen::Matrix<T, Eigen::Dynamic, 1>>
   /// (Nagano et al., 2019), so the distance to the origin has the chi distribution with n degrees of freedom.
   static Lorentz random_point(Rng& rng, Eigen::Index n) {
     Lorentz x(n);
-    Workspace(n + 1, 1, SectionPolicy::recomputed, nullptr).random_point(rng, x.value().data());
+    detail::open_workspace<Lorentz>(n + 1, 1, SectionPolicy::recomputed, nullptr).random_point(rng, x.value().data());
     return x;
   }
 
@@ -197,7 +198,6 @@ class Lorentz<T>::Workspace {
   Eigen::Index n_;
 };
 
-static_assert(Manifold<Lorentz<float>>);
-static_assert(Manifold<Lorentz<double>>);
+GEOMOPT_DECLARE_COMPILED_WORKSPACE(Lorentz)
 
 }  // namespace geomopt

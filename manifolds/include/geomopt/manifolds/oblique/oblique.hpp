@@ -32,6 +32,7 @@
 #include <string>
 #include <utility>
 
+#include "geomopt/manifolds/any_workspace.hpp"
 #include "geomopt/manifolds/common.hpp"
 #include "geomopt/manifolds/contract.hpp"
 #include "geomopt/manifolds/detail/point.hpp"
@@ -63,7 +64,7 @@ class Oblique : public detail::PointBase<T, Eigen::Matrix<T, Eigen::Dynamic, Eig
   /// Independent columns, each uniform on S^(N-1) (a standard normal vector over its norm).
   static Oblique random_point(Rng& rng, Eigen::Index N, Eigen::Index n) {
     Oblique x(N, n);
-    Workspace(N, n, SectionPolicy::recomputed, nullptr).random_point(rng, x.value().data());
+    detail::open_workspace<Oblique>(N, n, SectionPolicy::recomputed, nullptr).random_point(rng, x.value().data());
     return x;
   }
 
@@ -321,7 +322,6 @@ class Oblique<T>::Workspace {
   Matrix frames_;  // transported: [L_1, .., L_n]
 };
 
-static_assert(Manifold<Oblique<float>>);
-static_assert(Manifold<Oblique<double>>);
+GEOMOPT_DECLARE_COMPILED_WORKSPACE(Oblique)
 
 }  // namespace geomopt

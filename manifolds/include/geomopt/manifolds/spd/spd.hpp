@@ -41,6 +41,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "geomopt/manifolds/any_workspace.hpp"
 #include "geomopt/manifolds/common.hpp"
 #include "geomopt/manifolds/contract.hpp"
 #include "geomopt/manifolds/detail/dense_kernels.hpp"
@@ -81,7 +82,7 @@ class SPD : public detail::PointBase<T, detail::Mat<T>> {
   /// Q diag(exp(z)) Q^T with Q Haar-distributed and z independent standard normal numbers.
   static SPD random_point(Rng& rng, Eigen::Index n) {
     SPD x(n);
-    Workspace(n, n, SectionPolicy::recomputed, nullptr).random_point(rng, x.value().data());
+    detail::open_workspace<SPD>(n, n, SectionPolicy::recomputed, nullptr).random_point(rng, x.value().data());
     return x;
   }
 
@@ -532,7 +533,7 @@ template <class T>
 T check(const SPD<T>& x) {
   const detail::Mat<T>& v = x.value();
   if (v.rows() != v.cols()) return T(std::numeric_limits<double>::infinity());
-  return typename SPD<T>::Workspace(v.rows(), v.rows(), SectionPolicy::recomputed, nullptr).check(v.data());
+  return detail::open_workspace<SPD<T>>(v.rows(), v.rows(), SectionPolicy::recomputed, nullptr).check(v.data());
 }
 
 /// Replaces X by its symmetric part with the eigenvalues below n eps max(lambda_max, 1) raised to that floor (the set
@@ -544,7 +545,7 @@ SPD<T>& project(SPD<T>& x) {
   if (x.value().cols() != n)
     throw std::invalid_argument("SPD::project: expected a square matrix, got " + std::to_string(n) + "x" +
                                 std::to_string(x.value().cols()));
-  typename SPD<T>::Workspace(n, n, SectionPolicy::recomputed, nullptr).project(x.value().data());
+  detail::open_workspace<SPD<T>>(n, n, SectionPolicy::recomputed, nullptr).project(x.value().data());
   return x;
 }
 template <class T>
@@ -582,7 +583,7 @@ ScaledSymmetricMatrix<T> lift(const SPD<T>& x, const G& egrad) {
   detail::check_square(x, g, "lift");
   if (x.value().cols() != x.n()) throw detail::spd_shape_error("::lift", x.n(), x.value().cols());
   ScaledSymmetricMatrix<T> xi(x.n());
-  typename SPD<T>::Workspace(x.n(), x.n(), SectionPolicy::recomputed, nullptr)
+  detail::open_workspace<SPD<T>>(x.n(), x.n(), SectionPolicy::recomputed, nullptr)
       .lift(x.value().data(), g.data(), xi.storage().data());
   return xi;
 }
@@ -682,7 +683,6 @@ ScaledSymmetricMatrix<T> random_tangent(const SPD<T>& x, Rng& rng) {
   return ScaledSymmetricMatrix<T>::from_storage(detail::gaussian<T>(rng, n * (n + 1) / 2, 1).col(0));
 }
 
-static_assert(Manifold<SPD<float>>);
-static_assert(Manifold<SPD<double>>);
+GEOMOPT_DECLARE_COMPILED_WORKSPACE(SPD)
 
 }  // namespace geomopt

@@ -18,6 +18,7 @@
 #include <string>
 #include <utility>
 
+#include "geomopt/manifolds/any_workspace.hpp"
 #include "geomopt/manifolds/common.hpp"
 #include "geomopt/manifolds/detail/point.hpp"
 #include "geomopt/manifolds/detail/stiefel_family.hpp"
@@ -152,7 +153,9 @@ class SpecialOrthogonal : public detail::StiefelFamilyPoint<SpecialOrthogonal<T>
   explicit SpecialOrthogonal(Eigen::Index n) : SpecialOrthogonal(Stiefel<T>(n, n).value()) {}
 
   /// A Haar-distributed rotation: a Haar orthogonal matrix with its first column negated when its determinant is -1.
-  static SpecialOrthogonal random_point(Rng& rng, Eigen::Index n) { return SpecialOrthogonal(random_value(rng, n, n)); }
+  static SpecialOrthogonal random_point(Rng& rng, Eigen::Index n) {
+    return SpecialOrthogonal(SpecialOrthogonal::drawn_value(rng, n, n));
+  }
 
   static Tangent tangent_from(const SpecialOrthogonal& x, const T* c) {
     const Eigen::Index n = x.n();
@@ -191,5 +194,7 @@ class SpecialOrthogonal : public detail::StiefelFamilyPoint<SpecialOrthogonal<T>
   static Tangent make_tangent(const Matrix& a, const Matrix&) { return Tangent::from_dense(a); }
   static std::pair<Matrix, Matrix> blocks(const Tangent& xi) { return {xi.dense(), Matrix(0, xi.n())}; }
 };
+
+GEOMOPT_DECLARE_COMPILED_WORKSPACE(SpecialOrthogonal)
 
 }  // namespace geomopt

@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "geomopt/manifolds/any_workspace.hpp"
 #include "geomopt/manifolds/common.hpp"
 #include "geomopt/manifolds/detail/point.hpp"
 #include "geomopt/manifolds/detail/stiefel_family.hpp"
@@ -39,7 +40,7 @@ class Sphere : public detail::StiefelFamilyPoint<Sphere<T>, T, Eigen::Matrix<T, 
 
   static Sphere random_point(Rng& rng, Eigen::Index N) {
     if (N < 1) throw std::invalid_argument("Sphere::random_point: need N >= 1, got " + std::to_string(N));
-    return Sphere(Vector(random_value(rng, N, 1).col(0)));
+    return Sphere(Sphere::drawn_value(rng, N, 1));
   }
 
   static Tangent tangent_from(const Sphere& x, const T* c) {
@@ -79,5 +80,7 @@ class Sphere : public detail::StiefelFamilyPoint<Sphere<T>, T, Eigen::Matrix<T, 
     return Vector::Unit(N, 0);
   }
 };
+
+GEOMOPT_DECLARE_COMPILED_WORKSPACE(Sphere)
 
 }  // namespace geomopt

@@ -20,6 +20,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "geomopt/manifolds/any_workspace.hpp"
 #include "geomopt/manifolds/api.hpp"
 #include "geomopt/manifolds/common.hpp"
 #include "geomopt/manifolds/detail/point.hpp"
@@ -109,6 +110,16 @@ class StiefelFamilyPoint : public PointBase<T, Value> {
   static std::string coordinate_name(const Derived& x, Eigen::Index k) { return family_coordinate_name(x, k); }
   static constexpr std::pair<Eigen::Index, int> skew_slot(Eigen::Index i, Eigen::Index j, Eigen::Index) {
     return packed_skew_slot(i, j);
+  }
+
+ protected:
+  // Derived::random_value(rng, rows, cols), drawn by the workspace: for float and double, the library's
+  // (any_workspace.hpp), so random_point compiles none of the factorizations behind it.
+  static Value drawn_value(Rng& rng, Eigen::Index rows, Eigen::Index cols) {
+    auto ws = open_workspace<Derived>(rows, cols, SectionPolicy::recomputed, nullptr);
+    Value v(rows, cols);
+    ws.random_point(rng, v.data());
+    return v;
   }
 };
 

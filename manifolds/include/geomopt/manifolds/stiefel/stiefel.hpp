@@ -16,6 +16,7 @@
 #include <string>
 #include <utility>
 
+#include "geomopt/manifolds/any_workspace.hpp"
 #include "geomopt/manifolds/common.hpp"
 #include "geomopt/manifolds/detail/point.hpp"
 #include "geomopt/manifolds/detail/stiefel_family.hpp"
@@ -42,7 +43,9 @@ class Stiefel : public detail::StiefelFamilyPoint<Stiefel<T>, T, detail::Mat<T>>
   Stiefel(Eigen::Index N, Eigen::Index n) : Stiefel(identity(N, n)) {}
 
   /// A Haar-distributed point.
-  static Stiefel random_point(Rng& rng, Eigen::Index N, Eigen::Index n) { return Stiefel(random_value(rng, N, n)); }
+  static Stiefel random_point(Rng& rng, Eigen::Index N, Eigen::Index n) {
+    return Stiefel(Stiefel::drawn_value(rng, N, n));
+  }
 
   /// The tangent at x with coordinates c (packed A, then B column-major).
   static Tangent tangent_from(const Stiefel& x, const T* c) {
@@ -88,5 +91,7 @@ class Stiefel : public detail::StiefelFamilyPoint<Stiefel<T>, T, detail::Mat<T>>
     return Matrix::Identity(N, n);
   }
 };
+
+GEOMOPT_DECLARE_COMPILED_WORKSPACE(Stiefel)
 
 }  // namespace geomopt

@@ -47,8 +47,8 @@ constexpr bool compact_leaf() {
 /// leaf <- the nearest point of its manifold.
 template <manifold_leaf L>
 void project_leaf(L& leaf) {
-  typename L::Workspace ws(leaf.value().rows(), leaf.value().cols(), SectionPolicy::recomputed, nullptr);
-  ws.project(leaf.value().data());
+  open_workspace<L>(leaf.value().rows(), leaf.value().cols(), SectionPolicy::recomputed, nullptr)
+      .project(leaf.value().data());
 }
 
 }  // namespace geomopt::detail

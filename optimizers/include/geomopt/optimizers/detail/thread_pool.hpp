@@ -6,33 +6,21 @@
 // run may be called from several threads at once: the calls are serialized (one dispatch owns the team from its
 // start to its last member's return), so each caller's function runs whole on the team and no caller waits on
 // another's members. A member must not call run on its own pool (it would wait for itself).
+//
+// The team itself (threads, locks, condition variables) lives in libgeomopt_optimizers (src/thread_pool.cpp), so the
+// headers of <thread> and <mutex> stay out of every file that includes the optimizers.
 #pragma once
 
-#include <condition_variable>
-#include <cstdint>
-#include <exception>
-#include <mutex>
-#include <thread>
-#include <vector>
+#include <memory>
 
 namespace geomopt::detail {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int size) : size_(size < 1 ? 1 : size), errors_(static_cast<std::size_t>(size_)) {
-    workers_.reserve(static_cast<std::size_t>(size_ - 1));
-    for (int id = 1; id < size_; ++id) workers_.emplace_back([this, id] { serve(id); });
-  }
+  explicit ThreadPool(int size);
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
-  ~ThreadPool() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    for (auto& w : workers_) w.join();
-  }
+  ~ThreadPool();
 
   int size() const noexcept { return size_; }
 
@@ -43,66 +31,15 @@ class ThreadPool {
       f(0);
       return;
     }
-    std::lock_guard<std::mutex> dispatch(dispatch_);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      task_ = [](void* ctx, int member) { (*static_cast<F*>(ctx))(member); };
-      context_ = &f;
-      pending_ = size_ - 1;
-      ++generation_;
-    }
-    wake_.notify_all();
-    execute(0);
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      done_.wait(lock, [this] { return pending_ == 0; });
-    }
-    for (auto& e : errors_) {
-      if (e) {
-        std::exception_ptr first = e;
-        for (auto& x : errors_) x = nullptr;
-        std::rethrow_exception(first);
-      }
-    }
+    dispatch([](void* ctx, int member) { (*static_cast<F*>(ctx))(member); }, &f);
   }
 
  private:
-  void execute(int member) {
-    try {
-      task_(context_, member);
-    } catch (...) {
-      errors_[static_cast<std::size_t>(member)] = std::current_exception();
-    }
-  }
-
-  void serve(int member) {
-    std::uint64_t seen = 0;
-    for (;;) {
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-        if (stop_) return;
-        seen = generation_;
-      }
-      execute(member);
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (--pending_ == 0) done_.notify_one();
-      }
-    }
-  }
+  struct Team;
+  void dispatch(void (*task)(void*, int), void* context);
 
   int size_;
-  std::vector<std::exception_ptr> errors_;
-  std::vector<std::thread> workers_;
-  std::mutex dispatch_;  // held by the one run that owns the team
-  std::mutex mutex_;
-  std::condition_variable wake_, done_;
-  void (*task_)(void*, int) = nullptr;
-  void* context_ = nullptr;
-  int pending_ = 0;
-  std::uint64_t generation_ = 0;
-  bool stop_ = false;
+  std::unique_ptr<Team> team_;
 };
 
 }  // namespace geomopt::detail

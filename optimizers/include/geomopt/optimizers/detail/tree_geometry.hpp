@@ -43,10 +43,10 @@ class TreeGeometry {
             static_assert(std::is_same_v<typename L::Scalar, T>, "a manifold leaf's scalar must be the tree's");
             const Retraction r = leaf_retraction<L>(path.str(), retraction);
             auto stepper = make_leaf_stepper(leaf, SectionPolicy::recomputed);
-            units_.push_back({dim_, stepper->dim(), static_cast<int>(steppers_.size()), leaf.value().rows(),
+            units_.push_back({dim_, stepper->tangent_size(), static_cast<int>(steppers_.size()), leaf.value().rows(),
                               leaf.value().cols(), compact_leaf<L>(), path.str(), r});
-            largest = std::max(largest, stepper->dim());
-            dim_ += stepper->dim();
+            largest = std::max(largest, stepper->tangent_size());
+            dim_ += stepper->tangent_size();
             stored_ += leaf.value().size();
             steppers_.push_back(std::move(stepper));
           } else {
