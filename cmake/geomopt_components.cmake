@@ -62,6 +62,24 @@ function(geomopt_component_table out_var)
   set(${out_var} "${table}" PARENT_SCOPE)
 endfunction()
 
+# geomopt_add_shared_library(<name> <source>...): the shared library geomopt_<name> (alias geomopt::<name>, file
+# libgeomopt_<name>.so.<major>.<minor>) over <name>/include, C++20, warnings as the build asks; its links and
+# definitions are the caller's. Call it from <name>/CMakeLists.txt, then geomopt_add_component.
+function(geomopt_add_shared_library name)
+  add_library(geomopt_${name} SHARED ${ARGN})
+  add_library(geomopt::${name} ALIAS geomopt_${name})
+  set_target_properties(geomopt_${name} PROPERTIES
+    EXPORT_NAME ${name}
+    OUTPUT_NAME geomopt_${name}
+    VERSION ${PROJECT_VERSION}
+    SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
+  target_include_directories(geomopt_${name} PUBLIC
+    $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  target_link_libraries(geomopt_${name} PRIVATE $<BUILD_INTERFACE:geomopt_warnings>)
+  target_compile_features(geomopt_${name} PUBLIC cxx_std_20)
+endfunction()
+
 # geomopt_add_header_only_component(<name> [REQUIRES <component>...] [PACKAGES "<args>"...] [LINKS <target>...]):
 # the INTERFACE target geomopt_<name> (alias geomopt::<name>) over <name>/include, linking Eigen, the required
 # components and LINKS (imported targets of PACKAGES), its headers installed, and the component added as above.
