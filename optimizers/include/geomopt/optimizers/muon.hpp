@@ -618,6 +618,60 @@ class BasicMuon {
   /// path when a rule asks Muon to step a leaf it cannot (a vector, a packed or manifold leaf other than Stiefel).
   template <class Tree>
   MuonState<Tree> init(const Tree& params, const LeafRule& rule = {}) const {
+    if constexpr (ptree::tree<Tree>) {
+      return init_tree(params, rule);
+    } else {
+      ptree::detail::not_a_tree<Tree>();
+      return {};
+    }
+  }
+
+  /// One step of every leaf: Muon's by the orthogonalized (ManifoldMuon: spectral steepest tangent) update, the
+  /// rest by the fallback, in one pass (see Optimizer::step for the report and the non-finite policy).
+  template <class Tree>
+  StepReport step(Tree& params, const Tree& grads, MuonState<Tree>& st) {
+    if constexpr (ptree::tree<Tree>) {
+      if (st.name_ != kName)
+        throw std::invalid_argument(std::string(kName) + "::step: the state was made by " + st.name_ + "::init");
+      const auto& schedule = fallback_.common().schedule;
+      const double factor = schedule ? schedule(st.step_count()) : 1.0;
+      Units<Tree> units{*this, st};
+      StepReport report = fallback_.step_with(params, grads, st.fallback_, units);
+      report.lr = options_.lr * factor;
+      return report;
+    } else {
+      ptree::detail::not_a_tree<Tree>();
+      return {};
+    }
+  }
+
+  /// Muon's hyperparameters as a checkpoint records them.
+  Hyperparameters hyperparameters() const {
+    Hyperparameters h = {{"lr", options_.lr},
+                         {"momentum", options_.momentum},
+                         {"nesterov", options_.nesterov ? 1.0 : 0.0},
+                         {"ns_steps", static_cast<double>(options_.ns_steps)},
+                         {"weight_decay", options_.weight_decay},
+                         {"ns_a", options_.ns_coefficients[0]},
+                         {"ns_b", options_.ns_coefficients[1]},
+                         {"ns_c", options_.ns_coefficients[2]},
+                         {"ns_eps", options_.ns_eps},
+                         {"msign", static_cast<double>(options_.msign)},
+                         {"scale", static_cast<double>(options_.scale)}};
+    if (kManifold) {
+      h.emplace_back("stiefel_method", static_cast<double>(options_.stiefel.method));
+      h.emplace_back("stiefel_tolerance", options_.stiefel.tolerance);
+      h.emplace_back("stiefel_max_iterations", static_cast<double>(options_.stiefel.max_iterations));
+      h.emplace_back("retraction", static_cast<double>(options_.retraction));
+    }
+    for (const auto& [name, value] : Fallback::hyperparameters(options_.fallback))
+      h.emplace_back("fallback." + std::string(Fallback::kName) + "." + name, value);
+    return h;
+  }
+
+ private:
+  template <class Tree>
+  MuonState<Tree> init_tree(const Tree& params, const LeafRule& rule) const {
     using T = ptree::scalar_t<Tree>;
     static_assert(std::is_floating_point_v<T>, "Muon::init: the tree's trainable scalar must be float or double");
     MuonState<Tree> st;
@@ -746,45 +800,6 @@ class BasicMuon {
     return st;
   }
 
-  /// One step of every leaf: Muon's by the orthogonalized (ManifoldMuon: spectral steepest tangent) update, the
-  /// rest by the fallback, in one pass (see Optimizer::step for the report and the non-finite policy).
-  template <class Tree>
-  StepReport step(Tree& params, const Tree& grads, MuonState<Tree>& st) {
-    if (st.name_ != kName)
-      throw std::invalid_argument(std::string(kName) + "::step: the state was made by " + st.name_ + "::init");
-    const auto& schedule = fallback_.common().schedule;
-    const double factor = schedule ? schedule(st.step_count()) : 1.0;
-    Units<Tree> units{*this, st};
-    StepReport report = fallback_.step_with(params, grads, st.fallback_, units);
-    report.lr = options_.lr * factor;
-    return report;
-  }
-
-  /// Muon's hyperparameters as a checkpoint records them.
-  Hyperparameters hyperparameters() const {
-    Hyperparameters h = {{"lr", options_.lr},
-                         {"momentum", options_.momentum},
-                         {"nesterov", options_.nesterov ? 1.0 : 0.0},
-                         {"ns_steps", static_cast<double>(options_.ns_steps)},
-                         {"weight_decay", options_.weight_decay},
-                         {"ns_a", options_.ns_coefficients[0]},
-                         {"ns_b", options_.ns_coefficients[1]},
-                         {"ns_c", options_.ns_coefficients[2]},
-                         {"ns_eps", options_.ns_eps},
-                         {"msign", static_cast<double>(options_.msign)},
-                         {"scale", static_cast<double>(options_.scale)}};
-    if (kManifold) {
-      h.emplace_back("stiefel_method", static_cast<double>(options_.stiefel.method));
-      h.emplace_back("stiefel_tolerance", options_.stiefel.tolerance);
-      h.emplace_back("stiefel_max_iterations", static_cast<double>(options_.stiefel.max_iterations));
-      h.emplace_back("retraction", static_cast<double>(options_.retraction));
-    }
-    for (const auto& [name, value] : Fallback::hyperparameters(options_.fallback))
-      h.emplace_back("fallback." + std::string(Fallback::kName) + "." + name, value);
-    return h;
-  }
-
- private:
   static Options validated(Options o) {
     o.validate();
     return o;

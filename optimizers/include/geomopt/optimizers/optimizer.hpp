@@ -176,8 +176,42 @@ class Optimizer {
 
   /// The state for params: every leaf's options from rule(path) (default LeafOptions when rule is empty), slots
   /// at their initial values, steppers and sections for manifold leaves, the EMA copy, and the threads' plan.
+  /// Tree must be a ptree::tree; another type stops compilation at ptree's static_assert, which says what to declare.
   template <class Tree>
   OptimizerState<Tree> init(const Tree& params, const LeafRule& rule = {}) const {
+    if constexpr (ptree::tree<Tree>) {
+      return init_tree(params, rule);
+    } else {
+      ptree::detail::not_a_tree<Tree>();
+      return {};
+    }
+  }
+
+  /// One step: params <- the kernel's update of params by grads, leaf by leaf in its geometry. Returns what it
+  /// did. Either every leaf is stepped and the step count advances, or nothing changes (parameters, state and EMA
+  /// bitwise): every check that can fail (the tree against the state, each manifold point's section, the non-finite
+  /// policy) runs before the first write. With NonFinitePolicy::skip a non-finite value anywhere in the step (a
+  /// gradient, its lift, the global norm, the kernel's new parameters or slots) leaves everything untouched and the
+  /// report names the leaf and the reason (report.applied is false); with raise the same throws NonFiniteGradient.
+  /// A manifold point outside its manifold's domain (an SPD leaf that is not positive definite) throws
+  /// std::domain_error naming the leaf under every policy, also before anything is written.
+  template <class Tree>
+  StepReport step(Tree& params, const Tree& grads, OptimizerState<Tree>& st) {
+    if constexpr (ptree::tree<Tree>) {
+      detail::NoExtraUnits none;
+      return step_with(params, grads, st, none);
+    } else {
+      ptree::detail::not_a_tree<Tree>();
+      return {};
+    }
+  }
+
+ private:
+  template <class F, bool M>
+  friend class BasicMuon;
+
+  template <class Tree>
+  OptimizerState<Tree> init_tree(const Tree& params, const LeafRule& rule) const {
     using T = ptree::scalar_t<Tree>;
     static_assert(std::is_floating_point_v<T>, "Optimizer::init: the tree's trainable scalar must be float or double");
     OptimizerState<Tree> st;
@@ -278,24 +312,6 @@ class Optimizer {
     if (common_.ema_decay > 0) st.ema_.emplace(ptree::cast<T>(params));
     return st;
   }
-
-  /// One step: params <- the kernel's update of params by grads, leaf by leaf in its geometry. Returns what it
-  /// did. Either every leaf is stepped and the step count advances, or nothing changes (parameters, state and EMA
-  /// bitwise): every check that can fail (the tree against the state, each manifold point's section, the non-finite
-  /// policy) runs before the first write. With NonFinitePolicy::skip a non-finite value anywhere in the step (a
-  /// gradient, its lift, the global norm, the kernel's new parameters or slots) leaves everything untouched and the
-  /// report names the leaf and the reason (report.applied is false); with raise the same throws NonFiniteGradient.
-  /// A manifold point outside its manifold's domain (an SPD leaf that is not positive definite) throws
-  /// std::domain_error naming the leaf under every policy, also before anything is written.
-  template <class Tree>
-  StepReport step(Tree& params, const Tree& grads, OptimizerState<Tree>& st) {
-    detail::NoExtraUnits none;
-    return step_with(params, grads, st, none);
-  }
-
- private:
-  template <class F, bool M>
-  friend class BasicMuon;
 
   // The step, with `extra` stepping the leaves this kernel does not (frozen in st; Muon's matrices): its
   // collect(params, grads, ema) runs after st's leaves are found; squared_norm(), first_non_finite() and

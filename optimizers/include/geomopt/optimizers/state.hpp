@@ -20,6 +20,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "geomopt/manifolds/common.hpp"
@@ -64,6 +65,17 @@ struct Unit {
   Eigen::Index scratch = 0;  // manifold: first entry of its lifted gradient and update in the scratch vector
 };
 
+// The scalar of a state: the tree's; double for a type that is no tree, where the entry point's static_assert says
+// why, so that naming the state's type fails on nothing else.
+template <class Tree, bool = ptree::tree<Tree>>
+struct StateScalar {
+  using type = ptree::scalar_t<Tree>;
+};
+template <class Tree>
+struct StateScalar<Tree, false> {
+  using type = double;
+};
+
 // Where a unit's numbers are at the current step.
 template <class T>
 struct UnitPointers {
@@ -83,7 +95,7 @@ struct WorkItem {
 template <class Tree>
 class OptimizerState {
  public:
-  using Scalar = ptree::scalar_t<Tree>;
+  using Scalar = typename detail::StateScalar<Tree>::type;
   using Vector = Eigen::Matrix<Scalar, Eigen::Dynamic, 1>;
   using MatrixMap = Eigen::Map<Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic>>;
   using ConstMatrixMap = Eigen::Map<const Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic>>;
