@@ -627,7 +627,8 @@ class BasicMuon {
   }
 
   /// One step of every leaf: Muon's by the orthogonalized (ManifoldMuon: spectral steepest tangent) update, the
-  /// rest by the fallback, in one pass (see Optimizer::step for the report and the non-finite policy).
+  /// rest by the fallback, in one pass (see Optimizer::step for the report, the gradients' shapes and the non-finite
+  /// policy).
   template <class Tree>
   StepReport step(Tree& params, const Tree& grads, MuonState<Tree>& st) {
     if constexpr (ptree::tree<Tree>) {
@@ -750,6 +751,7 @@ class BasicMuon {
       return lo;
     };
     st.fallback_ = fallback_.init(params, fallback_rule);
+    for (const auto& rec : st.records_) st.fallback_.leaves_[rec.leaf].external = true;
     st.name_ = kName;
     st.hyperparameters_ = hyperparameters();
     st.muon_of_leaf_.assign(st.fallback_.leaf_count(), -1);
@@ -838,17 +840,24 @@ class BasicMuon {
         const std::string& path = st.fallback_.leaf_path(i);
         auto& ptr = st.pointers_[static_cast<std::size_t>(m)];
         if constexpr (detail::manifold_leaf<L>) {
-          if (!rec.stiefel || p.value().rows() != rec.rows || p.value().cols() != rec.cols)
+          const Eigen::Index rows = p.value().rows(), cols = p.value().cols();
+          if (!rec.stiefel || rows != rec.rows || cols != rec.cols)
             throw StructureError(
-                path + ": the leaf is a " + detail::shape_string(p.value().rows(), p.value().cols()) + " " + L::kName +
+                path + ": the leaf is a " + detail::shape_string(rows, cols) + " " + L::kName +
                 " point, the state was made for " +
                 (rec.stiefel ? "a " + detail::shape_string(rec.rows, rec.cols) + " Stiefel point" : "a matrix"));
+          detail::check_like_leaf(path, "gradient", 0, false, g.value(), rows, cols);
+          (detail::check_like_leaf(path, "moving average", 0, false, e.value(), rows, cols), ...);
           ptr = {p.value().data(), g.value().data(), ema_data(e.value()...)};
         } else {
           bool ok = !rec.stiefel;
           ptree::detail::for_each_block(
               [&](auto& bp, const auto& bg, auto&... be) {
                 if (detail::storage_shape(bp) != std::pair{rec.rows, rec.cols}) ok = false;
+                if (!ok) return;
+                const Eigen::Index rows = ptree::detail::block_rows(bp), cols = ptree::detail::block_cols(bp);
+                detail::check_like_leaf(path, "gradient", 0, false, bg, rows, cols);
+                (detail::check_like_leaf(path, "moving average", 0, false, be, rows, cols), ...);
                 ptr = {detail::block_data(bp), detail::block_data(bg), ema_data(be...)};
               },
               p, g, e...);
@@ -859,10 +868,11 @@ class BasicMuon {
                 " matrix)");
         }
       };
+      // As the fallback's collect: the shapes of the leaves are checked here, the structure above them by the walk.
       if (ema != nullptr) {
-        ptree::for_each(visit, params, grads, *ema);
+        ptree::detail::for_each_own_leaf_shapes(visit, params, grads, *ema);
       } else {
-        ptree::for_each(visit, params, grads);
+        ptree::detail::for_each_own_leaf_shapes(visit, params, grads);
       }
     }
 

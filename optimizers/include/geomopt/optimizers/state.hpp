@@ -34,6 +34,8 @@ template <class Kernel>
 class Optimizer;
 template <class Tree>
 class MuonState;
+template <class Fallback, bool kManifold>
+class BasicMuon;
 
 namespace detail {
 
@@ -41,6 +43,8 @@ namespace detail {
 struct LeafRecord {
   std::string path;
   bool frozen = false;
+  // Frozen here because another optimizer steps it (Muon's leaves in its fallback's state), which checks its gradient.
+  bool external = false;
   bool manifold = false;
   const char* kind = nullptr;       // manifold: the manifold's name (L::kName), checked with the unit's shape each step
   Eigen::Index offset = 0;          // first coordinate
@@ -159,6 +163,8 @@ class OptimizerState {
   friend class Optimizer;
   template <class T>
   friend class MuonState;
+  template <class F, bool M>
+  friend class BasicMuon;
 
   template <class Self, class F>
   static void visit_slots(Self& self, F& f) {
