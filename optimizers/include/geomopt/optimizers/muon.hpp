@@ -76,6 +76,18 @@ enum class StiefelMuonRetraction {
   geodesic,  ///< the library's exponential map of -lr A
 };
 
+inline const char* retraction_name(StiefelMuonRetraction r) noexcept {
+  switch (r) {
+    case StiefelMuonRetraction::polar:
+      return "polar";
+    case StiefelMuonRetraction::cayley:
+      return "cayley";
+    case StiefelMuonRetraction::geodesic:
+      return "geodesic";
+  }
+  return "?";
+}
+
 struct StiefelMuonOptions {
   StiefelMuonMethod method = StiefelMuonMethod::fixed_point;
   /// Stop when |W^T A + A^T W|_F <= tolerance.
@@ -477,6 +489,7 @@ struct MuonLeafRecord {
   bool stiefel = false;             // ManifoldMuon's Stiefel leaf
   double lr_scale = 1;
   double weight_decay = 0;
+  bool weight_decay_set = false;  // by the rule (else Muon's weight_decay applies)
   StiefelMuonRetraction retraction = StiefelMuonRetraction::polar;
 };
 
@@ -554,6 +567,25 @@ class MuonState {
       throw std::invalid_argument("MuonState::direction_report: leaf " + std::to_string(i) +
                                   " is not a Stiefel leaf stepped by ManifoldMuon");
     return work_[static_cast<std::size_t>(m)]->report;
+  }
+
+  /// f(path, name, value) for each per-leaf option, by leaf in walk order (see OptimizerState::for_each_leaf_option);
+  /// a Stiefel leaf of ManifoldMuon reports its StiefelMuonRetraction ("polar", "cayley" or "geodesic").
+  template <class F>
+  void for_each_leaf_option(F&& f) const {
+    const auto& leaves = fallback_.leaves_;
+    for (std::size_t i = 0; i < leaves.size(); ++i) {
+      const int m = muon_of_leaf_[i];
+      if (m < 0) {
+        OptimizerState<Tree>::visit_leaf_options(leaves[i], f);
+        continue;
+      }
+      const auto& r = records_[static_cast<std::size_t>(m)];
+      f(leaves[i].path, std::string_view("frozen"), false);
+      f(leaves[i].path, std::string_view("lr_scale"), r.lr_scale);
+      if (r.weight_decay_set) f(leaves[i].path, std::string_view("weight_decay"), r.weight_decay);
+      if (r.stiefel) f(leaves[i].path, std::string_view("retraction"), retraction_name(r.retraction));
+    }
   }
 
   /// f(path, name, map) for every array of state, by leaf in walk order (see OptimizerState::for_each_slot).
@@ -726,6 +758,7 @@ class BasicMuon {
             throw std::invalid_argument(path.str() + ": lr_scale must be >= 0, got " + std::to_string(lo.lr_scale));
           rec.lr_scale = lo.lr_scale;
           rec.weight_decay = lo.weight_decay.value_or(rec.stiefel ? 0.0 : options_.weight_decay);
+          rec.weight_decay_set = lo.weight_decay.has_value();
           if (!(rec.weight_decay >= 0))
             throw std::invalid_argument(path.str() + ": weight_decay must be >= 0, got " +
                                         std::to_string(rec.weight_decay));

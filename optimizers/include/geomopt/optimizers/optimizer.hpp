@@ -270,6 +270,8 @@ class Optimizer {
           detail::LeafRecord rec;
           rec.path = path.str();
           rec.frozen = lo.frozen;
+          rec.lr_scale = lo.lr_scale;
+          rec.weight_decay = lo.weight_decay;
           rec.first_unit = st.units_.size();
           if (!(lo.lr_scale >= 0))
             throw std::invalid_argument(rec.path + ": lr_scale must be >= 0, got " + std::to_string(lo.lr_scale));
@@ -292,6 +294,7 @@ class Optimizer {
               unit.weight_decay = 0;
               unit.retraction =
                   detail::leaf_retraction<L>(rec.path, lo.retraction ? lo.retraction : common_.retraction);
+              rec.retraction = retraction_name(unit.retraction);
               std::unique_ptr<detail::ManifoldStepper<T>> stepper = detail::make_leaf_stepper(leaf, common_.section);
               unit.stepper = static_cast<int>(st.steppers_.size());
               unit.offset = coordinates;
