@@ -343,6 +343,52 @@ TEST_CASE("a frozen leaf takes an empty gradient and keeps no state, in every op
   check_frozen_leaves(geomopt::ManifoldMuon({.lr = 0.02}, common), "ManifoldMuon");
 }
 
+namespace {
+struct OneSpd {
+  geomopt::SPD<double> s;
+  GEOMOPT_PTREE(s)
+};
+}  // namespace
+
+TEST_CASE("SPD: a step takes the manifold's default retraction, geodesic; the free retract defaults to second_order") {
+  geomopt::Rng rng(5);
+  const OneSpd start{geomopt::SPD<double>::random_point(rng, 4)};
+  OneSpd g{geomopt::SPD<double>(Mat<double>::Random(4, 4))};
+  g.s.value() = (g.s.value() + g.s.value().transpose()).eval();
+  CHECK(geomopt::default_retraction<geomopt::SPD<double>>() == geomopt::Retraction::geodesic);
+  auto step = [&](geomopt::CommonOptions common) {
+    OneSpd x = start;
+    geomopt::SGD sgd({.lr = 0.1}, common);
+    auto st = sgd.init(x);
+    std::string recorded;
+    st.for_each_leaf_option([&](const std::string&, std::string_view name, auto value) {
+      if constexpr (std::is_same_v<decltype(value), const char*>)
+        if (name == "retraction") recorded = value;
+    });
+    sgd.step(x, g, st);
+    return std::pair{x.s.value(), recorded};
+  };
+  const auto by_default = step({});
+  const auto by_geodesic = step({.retraction = geomopt::Retraction::geodesic});
+  const auto by_second = step({.retraction = geomopt::Retraction::second_order});
+  CHECK(by_default.second == "geodesic");
+  CHECK(by_geodesic.second == "geodesic");
+  CHECK(by_second.second == "second_order");
+  const Mat<double>& geodesic = by_geodesic.first;
+  const Mat<double>& second = by_second.first;
+  CHECK(by_default.first == geodesic);
+  CHECK((by_default.first - second).norm() > 1e-6);
+  // The same step by the free functions: geodesic only when asked.
+  const auto xi = geomopt::lift(start.s, g.s.value());
+  geomopt::ScaledSymmetricMatrix<double> minus = xi;
+  minus.storage() *= -0.1;
+  geomopt::SPD<double> free_default = start.s, free_geodesic = start.s;
+  geomopt::retract(free_default, minus);
+  geomopt::retract(free_geodesic, minus, geomopt::Retraction::geodesic);
+  CHECK((free_geodesic.value() - geodesic).norm() <= 1e-12 * geodesic.norm());
+  CHECK((free_default.value() - second).norm() <= 1e-12 * second.norm());
+}
+
 TEST_CASE("per-leaf learning-rate scale and weight decay") {
   Net<double> x = make_net<double>(0.5);
   const Net<double> g = make_net<double>(0.25);
