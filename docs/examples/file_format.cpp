@@ -64,9 +64,10 @@ int run() {
       geomopt::io::load_checkpoint("ckpt.h5", params, strict);
     } catch (const geomopt::io::Error& e) {
       refused = e.has(geomopt::io::ProblemKind::metadata, "optimizer") &&
-                std::string(e.what()).find("lr is 0.01 in the file, 0.02 here; a lenient load "
-                                           "(LoadOptions::strict = false) loads anyway, lists it, and steps with the "
-                                           "value here") != std::string::npos;
+                std::string(e.what()).find(
+                    "lr is 0.01 in the file, 0.02 here; a lenient load "
+                    "(LoadOptions::strict = false) loads anyway, lists it, and steps with the "
+                    "value here") != std::string::npos;
     }
     expect(refused, "a strict load refuses a changed lr, saying how to load anyway");
     expect(lenient.differences.size() == 1 &&
