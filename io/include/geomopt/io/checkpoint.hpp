@@ -33,7 +33,8 @@
 namespace geomopt::io {
 namespace detail {
 
-/// The checkpoint's attributes of /optimizer, the slots' views (shaped like their leaves) and the EMA tree.
+/// The checkpoint's attributes of /optimizer (each leaf's options among them), the slots' views (shaped like their
+/// leaves) and the EMA tree; marks the frozen leaves of `params` and of the EMA tree.
 template <class Tree, class State>
 void describe_state(GroupView& params, const State& state, std::vector<GroupView>& groups) {
   GroupView g;
@@ -45,7 +46,8 @@ void describe_state(GroupView& params, const State& state, std::vector<GroupView
   g.required = {"optimizer"};
   // The bias corrections take the step count as a double: beyond 2^53 it no longer counts one by one.
   g.counters = {{"step", std::int64_t{1} << 53}};
-  // Each leaf's options, one attribute each, compared on load by the hyperparameters' rule.
+  // Each leaf's options, one attribute each, compared on load by the hyperparameters' rule. A bool is written as the
+  // integer 0 or 1: an Attribute has no bool, and the documented attributes checksum reads h5py's bools as reals.
   std::unordered_set<std::string> frozen;
   if constexpr (requires { state.for_each_leaf_option([](const std::string&, std::string_view, bool) {}); }) {
     state.for_each_leaf_option([&](const std::string& path, std::string_view name, auto value) {
