@@ -31,6 +31,8 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "checksum.hpp"
 #include "geomopt/io/detail/view.hpp"
@@ -301,16 +303,20 @@ class Reader {
       else
         report_.differences.push_back(where + ": " + why);
     };
+    // By name: a checkpoint of a few hundred leaves has a thousand or more attributes.
+    std::unordered_map<std::string_view, const Attribute*> in_file;
+    for (const auto& [n, v] : found) in_file.emplace(n, &v);
+    std::unordered_set<std::string_view> here;
     std::set<std::string> leaves;  // the paths the view has options for
     for (const auto& [name, value] : g.attributes) {
+      here.insert(name);
       const bool required = std::find(g.required.begin(), g.required.end(), name) != g.required.end();
       if (of_leaf(name)) {
         if (unrecorded) continue;
         leaves.insert(name.substr(0, name.rfind(':')));
       }
-      const Attribute* f = nullptr;
-      for (const auto& [n, v] : found)
-        if (n == name) f = &v;
+      const auto it = in_file.find(name);
+      const Attribute* f = it == in_file.end() ? nullptr : it->second;
       if (f != nullptr && *f == value) continue;
       // A hyperparameter written by another tool may be an integer where geomopt has a double.
       if (f != nullptr && std::holds_alternative<std::int64_t>(*f) && std::holds_alternative<double>(value) &&
@@ -325,10 +331,8 @@ class Reader {
     // An option the file records for one of these leaves and the state does not (a weight decay the rule no longer
     // sets).
     for (const auto& [name, value] : found) {
-      if (!of_leaf(name) || leaves.count(name.substr(0, name.rfind(':'))) == 0) continue;
-      const bool here =
-          std::any_of(g.attributes.begin(), g.attributes.end(), [&](const auto& a) { return a.first == name; });
-      if (!here) differ(name, "is " + h5::attribute_text(value) + " in the file, not set here", false);
+      if (!of_leaf(name) || here.count(name) != 0 || leaves.count(name.substr(0, name.rfind(':'))) == 0) continue;
+      differ(name, "is " + h5::attribute_text(value) + " in the file, not set here", false);
     }
   }
 
