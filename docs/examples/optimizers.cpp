@@ -90,23 +90,33 @@ int run() {
 
   {
     Net<double> params = start, grads = start;
+    Net<double> twin = start;  // the same run, with empty gradients for the frozen leaves
     const double first = loss(params, x, y, grads);
     geomopt::Adam adam({.lr = 1e-2, .weight_decay = 1e-3});
     // snippet-begin: leaf_rule
-    auto state = adam.init(params, [](const geomopt::ptree::Path& p) {
+    auto rule = [](const geomopt::ptree::Path& p) {
       if (p.str().starts_with("embed.")) return geomopt::LeafOptions{.frozen = true};
       if (p.str().ends_with(".bias")) return geomopt::LeafOptions{.lr_scale = 0.1, .weight_decay = 0.0};
       return geomopt::LeafOptions{};
-    });
+    };
+    auto state = adam.init(params, rule);
     // snippet-end: leaf_rule
+    auto twin_state = adam.init(twin, rule);
     for (int t = 0; t < 50; ++t) {
       adam.step(params, grads, state);
+      // snippet-begin: frozen_gradient
+      Net<double> head_grads = grads;
+      head_grads.embed = {};  // embed.* is frozen: its gradients are not read, and may be empty (a 0 x 0 matrix)
+      adam.step(twin, head_grads, twin_state);
+      // snippet-end: frozen_gradient
       loss(params, x, y, grads);
     }
     expect(params.embed.weight == start.embed.weight && state.leaf_frozen(0) && state.leaf_frozen(1) &&
                !state.leaf_frozen(2) && state.coordinates() == 2 * 4 + 2,
            "the rule froze embed.*");
     expect(loss(params, x, y, grads) < first, "the head alone still learns");
+    expect(geomopt::ptree::flatten(twin) == geomopt::ptree::flatten(params),
+           "empty gradients of frozen leaves step the others exactly as full ones");
   }
   {
     // A layer on St(12, 4) next to Euclidean ones: ManifoldMuon steps the Stiefel leaf by manifold Muon, the two

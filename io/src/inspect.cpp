@@ -25,7 +25,8 @@ using geomopt::ptree::detail::human_bytes;
 struct Row {
   std::string path, type, shape;
   unsigned long long params = 0, bytes = 0;
-  int trainable = -1;  // 1 trainable, 0 a buffer, -1 neither (optimizer state)
+  int trainable = -1;   // 1 trainable, 0 a buffer or frozen, -1 neither (optimizer state)
+  bool frozen = false;  // a parameter its optimizer does not step (trainable 0)
 };
 
 std::string shape_of(const std::optional<std::vector<hsize_t>>& dims) {
@@ -58,6 +59,7 @@ std::string table(const std::vector<Row>& rows) {
                      std::to_string(r.bytes),
                      r.trainable < 0 ? "-"
                      : r.trainable   ? "yes"
+                     : r.frozen      ? "no (frozen)"
                                      : "no (buffer)"});
   std::vector<std::size_t> width(6, 0);
   for (const auto& c : cells)
@@ -82,6 +84,19 @@ void describe_group(hid_t file, const std::string& name, std::string& out) {
   auto attrs = detail::h5::read_attributes(obj.get());
   // The checksum guards the attributes; it is not one of them (docs/file_format.md, "Checksums").
   std::erase_if(attrs, [](const auto& a) { return a.first == detail::kAttributesChecksumAttribute; });
+  // A checkpoint's per-leaf options ("<path>:<name>"), one line per leaf after the group's own attributes.
+  std::vector<std::pair<std::string, std::string>> leaf_options;  // path, "name=value ..."
+  std::erase_if(attrs, [&](const auto& a) {
+    const auto colon = a.first.rfind(':');
+    if (colon == std::string::npos) return false;
+    const std::string path = a.first.substr(0, colon);
+    const std::string text = a.first.substr(colon + 1) + "=" + detail::h5::attribute_text(a.second);
+    if (leaf_options.empty() || leaf_options.back().first != path)
+      leaf_options.emplace_back(path, text);
+    else
+      leaf_options.back().second += " " + text;
+    return true;
+  });
   obj.reset();
   std::vector<std::string> order;
   const auto entries = detail::h5::list_links(file, root, &order);
@@ -115,6 +130,8 @@ void describe_group(hid_t file, const std::string& name, std::string& out) {
     Id o = checked(H5Oopen(file, e.h5path.c_str(), H5P_DEFAULT), H5Oclose, e.h5path);
     if (auto t = detail::h5::read_attribute(o.get(), "trainable"); t && std::holds_alternative<std::int64_t>(*t))
       row.trainable = std::get<std::int64_t>(*t) != 0 ? 1 : 0;
+    if (auto f = detail::h5::read_attribute(o.get(), "frozen"); f && std::holds_alternative<std::int64_t>(*f))
+      row.frozen = std::get<std::int64_t>(*f) != 0;
     if (e.kind == EntryKind::dataset) {
       dataset_row(o.get(), row, &row.type);
     } else {
@@ -122,7 +139,7 @@ void describe_group(hid_t file, const std::string& name, std::string& out) {
       row.type = type ? std::get_if<std::string>(&*type) ? std::get<std::string>(*type) : "?" : "?";
       std::string meta;
       for (const auto& [n, v] : detail::h5::read_attributes(o.get()))
-        if (n != "type" && n != "path" && n != "trainable")
+        if (n != "type" && n != "path" && n != "trainable" && n != "frozen")
           meta += (meta.empty() ? "" : ", ") + n + "=" + detail::h5::attribute_text(v);
       if (!meta.empty()) row.type += "(" + meta + ")";
       for (std::size_t b = 0;; ++b) {
@@ -135,14 +152,15 @@ void describe_group(hid_t file, const std::string& name, std::string& out) {
     rows.push_back(std::move(row));
   }
   unsigned long long params = 0, params_bytes = 0, buffers = 0, buffer_bytes = 0;
-  unsigned long long state = 0, state_bytes = 0;
+  unsigned long long state = 0, state_bytes = 0, frozen = 0, frozen_bytes = 0;
   for (const Row& r : rows) {
-    (r.trainable < 0 ? state : r.trainable ? params : buffers) += r.params;
-    (r.trainable < 0 ? state_bytes : r.trainable ? params_bytes : buffer_bytes) += r.bytes;
+    (r.trainable < 0 ? state : r.trainable ? params : r.frozen ? frozen : buffers) += r.params;
+    (r.trainable < 0 ? state_bytes : r.trainable ? params_bytes : r.frozen ? frozen_bytes : buffer_bytes) += r.bytes;
   }
   out += root + ":";
   for (const auto& [n, v] : attrs) out += " " + n + "=" + detail::h5::attribute_text(v);
   out += "\n";
+  for (const auto& [path, text] : leaf_options) out += "  options of " + path + ": " + text + "\n";
   if (!rows.empty()) {
     out += table(rows);
     for (const auto& a : aliases) out += "  alias: " + a + "\n";
@@ -150,6 +168,7 @@ void describe_group(hid_t file, const std::string& name, std::string& out) {
     if (state != 0) out += std::to_string(state) + " state values (" + human_bytes(state_bytes) + "), ";
     if (params != 0 || state == 0)
       out += std::to_string(params) + " trainable values (" + human_bytes(params_bytes) + "), ";
+    if (frozen != 0) out += std::to_string(frozen) + " frozen values (" + human_bytes(frozen_bytes) + "), ";
     if (buffers != 0 || state == 0)
       out += std::to_string(buffers) + " buffer values (" + human_bytes(buffer_bytes) + "), ";
     out += std::to_string(rows.size()) + (rows.size() == 1 ? " leaf, " : " leaves, ") + std::to_string(aliases.size()) +

@@ -132,8 +132,11 @@ class Writer {
     ensure_parent(path);
     if (!leaf.structured) {
       Id d = write_block(file_, path, leaf.blocks.at(0), leaf.path);
-      h5::write_attribute(d.get(), "path", leaf.path);
-      if (!g.state) h5::write_bool_attribute(d.get(), "trainable", leaf.trainable);
+      if (g.state) {
+        h5::write_attribute(d.get(), "path", leaf.path);
+      } else {
+        leaf_attributes(d.get(), leaf);
+      }
       return;
     }
     created_.insert(path);
@@ -145,9 +148,12 @@ class Writer {
       write_block(grp.get(), std::to_string(b), leaf.blocks[b], leaf.path + " (block " + std::to_string(b) + ")");
   }
 
+  // A frozen parameter is not trainable in this run: trainable = false says so to any reader, frozen = true tells
+  // it from a buffer.
   void leaf_attributes(hid_t obj, const LeafView& leaf) {
     h5::write_attribute(obj, "path", leaf.path);
-    h5::write_bool_attribute(obj, "trainable", leaf.trainable);
+    h5::write_bool_attribute(obj, "trainable", leaf.trainable && !leaf.frozen);
+    if (leaf.frozen) h5::write_bool_attribute(obj, "frozen", true);
   }
 
   Id write_block(hid_t loc, const std::string& name, const BlockView& b, const std::string& what) {

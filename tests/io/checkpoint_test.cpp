@@ -1,6 +1,8 @@
-// Checkpoints (io/checkpoint.hpp): optimizer state for SGD, Adam, AdamW, Muon and ManifoldMuon saved and restored by path, metadata,
-// and exact resumption: N steps, a checkpoint, a fresh tree and state loaded from it, N more steps equal 2N steps of
-// an uninterrupted run bit for bit (parameters, every state array, the step count and the moving average).
+// Checkpoints (io/checkpoint.hpp): optimizer state for SGD, Adam, AdamW, Muon and ManifoldMuon saved and restored by
+// path, metadata, and exact resumption: N steps, a checkpoint, a fresh tree and state loaded from it, N more steps
+// equal 2N steps of an uninterrupted run bit for bit (parameters, every state array, the step count and the moving
+// average), frozen leaves with empty gradients included. Per-leaf options are saved and checked by the
+// hyperparameters' rule: a strict load refuses each change, a lenient one lists it and the options in memory step.
 #include "common.hpp"
 
 #include <geomopt/io.hpp>
@@ -163,4 +165,237 @@ TEST_CASE("the state is stored by path with the optimizer's kind, step, hyperpar
   Model p = make_model(3.0);
   CHECK(geomopt::io::load(dir.file("c.h5"), p).complete());
   CHECK(iotest::snapshot(p) == iotest::snapshot(m));
+}
+
+namespace {
+
+// The members of an optimizer state that save_checkpoint used before per-leaf options were recorded: saving through
+// it writes a checkpoint as an earlier geomopt did (no per-leaf attributes, no frozen marks).
+template <class State>
+struct WithoutLeafOptions {
+  State& s;
+  std::int64_t step_count() const { return s.step_count(); }
+  void set_step_count(std::int64_t t) { s.set_step_count(t); }
+  std::string_view optimizer() const { return s.optimizer(); }
+  const auto& hyperparameters() const { return s.hyperparameters(); }
+  template <class F>
+  void for_each_slot(F&& f) {
+    s.for_each_slot(f);
+  }
+  template <class F>
+  void for_each_slot(F&& f) const {
+    std::as_const(s).for_each_slot(f);
+  }
+  auto ema() const { return std::as_const(s).ema(); }
+};
+
+// The rule of the run that is saved: w at half the learning rate, b with its own weight decay, st by the geodesic,
+// scale frozen.
+geomopt::LeafOptions saved_rule(const pt::Path& p) {
+  if (p.str() == "w") return {.lr_scale = 0.5};
+  if (p.str() == "b") return {.weight_decay = 0.01};
+  if (p.str() == "st") return {.retraction = geomopt::Retraction::geodesic};
+  if (p.str() == "scale") return {.frozen = true};
+  return {};
+}
+
+std::string load_error(const std::string& file, Model& m, geomopt::OptimizerState<Model>& s) {
+  try {
+    geomopt::io::load_checkpoint(file, m, s);
+  } catch (const geomopt::io::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("per-leaf options are saved with the state and checked on load by the hyperparameters' rule") {
+  iotest::ScratchDir dir("leaf_options");
+  geomopt::Adam adam({.lr = 0.02});
+  Model m = make_model(1.0);
+  auto s = adam.init(m, saved_rule);
+  for (int k = 0; k < 3; ++k) adam.step(m, gradient(m), s);
+  geomopt::io::save_checkpoint(dir.file("c.h5"), m, s);
+
+  // The summary: each leaf's options, and the frozen leaf not trainable (nor a buffer).
+  const std::string d = geomopt::io::describe(dir.file("c.h5"));
+  for (const char* needle :
+       {"options of w: frozen=0 lr_scale=0.5\n", "options of b: frozen=0 lr_scale=1 weight_decay=0.01\n",
+        "options of st: frozen=0 lr_scale=1 retraction=\"geodesic\"\n", "options of scale: frozen=1\n",
+        "options of sym: frozen=0 lr_scale=1\n", "1 frozen values (8 B)"})
+    CHECK_MESSAGE(d.find(needle) != std::string::npos, needle << "\n" << d);
+  CHECK(d.find("no (frozen)") != std::string::npos);
+  CHECK(d.find("no (buffer)") != std::string::npos);  // stats, still a buffer
+
+  // The same rule loads strictly and resumes.
+  {
+    Model c = make_model(2.0);
+    auto sc = adam.init(c, saved_rule);
+    const auto r = geomopt::io::load_checkpoint(dir.file("c.h5"), c, sc);
+    CHECK(r.differences.empty());
+    CHECK(iotest::snapshot(c) == iotest::snapshot(m));
+  }
+
+  // Each option changed is refused by a strict load, naming the leaf, both values and the way to load anyway; the
+  // tree and the state are unchanged.
+  struct Change {
+    const char* what;
+    geomopt::LeafRule rule;
+    geomopt::CommonOptions common;
+    const char* message;
+  };
+  const std::string hint =
+      "; a lenient load (LoadOptions::strict = false) loads anyway, lists it, and steps with the value here";
+  auto changed = [](const char* path, geomopt::LeafOptions o) {
+    return [path, o](const pt::Path& p) { return p.str() == path ? o : saved_rule(p); };
+  };
+  const std::vector<Change> changes = {
+      {"lr_scale",
+       changed("w", {.lr_scale = 0.25}),
+       {},
+       "optimizer:w: metadata: lr_scale is 0.5 in the file, 0.25 here"},
+      {"a weight decay set",
+       changed("b", {.weight_decay = 0.5}),
+       {},
+       "optimizer:b: metadata: weight_decay is 0.01 in the file, 0.5 here"},
+      {"a weight decay no longer set",
+       changed("b", {}),
+       {},
+       "optimizer:b: metadata: weight_decay is 0.01 in the file, not set here"},
+      {"a weight decay newly set",
+       changed("w", {.lr_scale = 0.5, .weight_decay = 0.0}),
+       {},
+       "optimizer:w: metadata: weight_decay is 0 here, absent in the file"},
+      {"the leaf's retraction",
+       changed("st", {}),
+       {},
+       "optimizer:st: metadata: retraction is \"geodesic\" in the file, \"cayley\" here"},
+      {"frozen",
+       changed("w", {.lr_scale = 0.5, .frozen = true}),
+       {},
+       "optimizer:w: metadata: frozen is 0 in the file, 1 here"},
+      {"no longer frozen", changed("scale", {}), {}, "optimizer:scale: metadata: frozen is 1 in the file, 0 here"},
+  };
+  for (const Change& c : changes) {
+    CAPTURE(c.what);
+    geomopt::Adam other({.lr = 0.02}, c.common);
+    Model t = make_model(2.0);
+    auto st = other.init(t, c.rule);
+    const auto before = iotest::snapshot(t);
+    const std::string error = load_error(dir.file("c.h5"), t, st);
+    CHECK_MESSAGE(error.find(std::string(c.message) + hint) != std::string::npos, error);
+    CHECK(iotest::snapshot(t) == before);
+    CHECK(st.step_count() == 0);
+    // Leniently: loaded, the difference listed.
+    const auto r = geomopt::io::load_checkpoint(dir.file("c.h5"), t, st, {.strict = false});
+    const std::string difference = std::string(c.message).replace(std::string(c.message).find(" metadata:"), 10, "");
+    CHECK_MESSAGE(std::find(r.differences.begin(), r.differences.end(), difference) != r.differences.end(),
+                  r.full_report());
+    CHECK(st.step_count() == 3);
+  }
+
+  // What is compared is the retraction the steps use: the same one chosen by CommonOptions instead of the rule loads.
+  {
+    geomopt::Adam same({.lr = 0.02}, {.retraction = geomopt::Retraction::geodesic});
+    Model t = make_model(2.0);
+    auto st = same.init(t, changed("st", {}));
+    CHECK(load_error(dir.file("c.h5"), t, st).empty());
+  }
+
+  // The optimizer's own hyperparameters follow the same rule and carry the same hint.
+  {
+    geomopt::Adam faster({.lr = 0.25});
+    Model t = make_model(2.0);
+    auto st = faster.init(t, saved_rule);
+    const std::string error = load_error(dir.file("c.h5"), t, st);
+    CHECK_MESSAGE(error.find("optimizer: metadata: lr is 0.02 in the file, 0.25 here" + hint) != std::string::npos,
+                  error);
+  }
+}
+
+TEST_CASE("after a lenient load the options in memory decide the steps, not the file's") {
+  iotest::ScratchDir dir("lenient_wins");
+  geomopt::Adam adam({.lr = 0.02});
+  Model m = make_model(1.0);
+  auto s = adam.init(m, saved_rule);
+  for (int k = 0; k < 3; ++k) adam.step(m, gradient(m), s);
+  geomopt::io::save_checkpoint(dir.file("c.h5"), m, s);
+
+  // Two resumed runs from one file: one with the file's lr_scale (a strict load), one with w's lr_scale halved.
+  Model same = make_model(2.0), halved = make_model(2.0);
+  auto s_same = adam.init(same, saved_rule);
+  auto s_halved = adam.init(halved, [](const pt::Path& p) {
+    return p.str() == "w" ? geomopt::LeafOptions{.lr_scale = 0.25} : saved_rule(p);
+  });
+  geomopt::io::load_checkpoint(dir.file("c.h5"), same, s_same);
+  geomopt::io::load_checkpoint(dir.file("c.h5"), halved, s_halved, {.strict = false});
+  REQUIRE(iotest::snapshot(same) == iotest::snapshot(halved));
+  const Model g = gradient(same);
+  adam.step(same, g, s_same);
+  adam.step(halved, g, s_halved);
+  // Adam's update of w is lr * lr_scale times the same moment ratio: w moved half as far, every other leaf as far.
+  const Eigen::MatrixXd full = same.w - m.w, half = halved.w - m.w;
+  CHECK(full.norm() > 1e-4);
+  CHECK((half - 0.5 * full).norm() <= 1e-12 * full.norm());
+  CHECK(same.b == halved.b);
+  CHECK(same.st.value() == halved.st.value());
+  CHECK(same.sym.storage() == halved.sym.storage());
+  // A later checkpoint records the options in memory.
+  geomopt::io::save_checkpoint(dir.file("d.h5"), halved, s_halved);
+  CHECK(geomopt::io::describe(dir.file("d.h5")).find("options of w: frozen=0 lr_scale=0.25\n") != std::string::npos);
+}
+
+TEST_CASE("a checkpoint written before per-leaf options were recorded still loads, strictly") {
+  iotest::ScratchDir dir("old_layout");
+  geomopt::Adam adam({.lr = 0.02});
+  Model m = make_model(1.0);
+  auto s = adam.init(m, saved_rule);
+  for (int k = 0; k < 2; ++k) adam.step(m, gradient(m), s);
+  geomopt::io::save_checkpoint(dir.file("old.h5"), m, WithoutLeafOptions<decltype(s)>{s});
+  const std::string d = geomopt::io::describe(dir.file("old.h5"));
+  REQUIRE(d.find("options of") == std::string::npos);
+  REQUIRE(d.find("frozen") == std::string::npos);
+
+  Model c = make_model(2.0);
+  auto sc = adam.init(c, saved_rule);
+  const auto r = geomopt::io::load_checkpoint(dir.file("old.h5"), c, sc);
+  REQUIRE(r.differences.size() == 1);
+  CHECK(r.differences[0] ==
+        "optimizer: the file records no per-leaf options (lr_scale, weight_decay, frozen, retraction): a checkpoint "
+        "written before geomopt recorded them; not compared");
+  CHECK(iotest::snapshot(c) == iotest::snapshot(m));
+  CHECK(sc.step_count() == 2);
+  // The hyperparameters are still checked.
+  geomopt::Adam faster({.lr = 0.05});
+  auto sf = faster.init(c, saved_rule);
+  CHECK_THROWS_AS(geomopt::io::load_checkpoint(dir.file("old.h5"), c, sf), geomopt::io::Error);
+}
+
+TEST_CASE("a run with frozen leaves and empty gradients for them resumes exactly") {
+  iotest::ScratchDir dir("frozen_resume");
+  const auto rule = [](const pt::Path& p) {
+    return geomopt::LeafOptions{.frozen = p.str() == "b" || p.str() == "st" || p.str() == "sym"};
+  };
+  auto grad = [](const Model& x) {
+    Model g = gradient(x);
+    g.b.resize(0);
+    g.st = {};
+    g.sym = {};
+    return g;
+  };
+  geomopt::AdamW opt({.lr = 0.02, .weight_decay = 0.1}, {.clip_norm = 0.5, .ema_decay = 0.9});
+  Model a = make_model(1.0), b = make_model(1.0);
+  auto sa = opt.init(a, rule), sb = opt.init(b, rule);
+  for (int k = 0; k < 6; ++k) opt.step(a, grad(a), sa);
+  for (int k = 0; k < 3; ++k) opt.step(b, grad(b), sb);
+  geomopt::io::save_checkpoint(dir.file("c.h5"), b, sb);
+  Model c = make_model(5.0);
+  auto sc = opt.init(c, rule);
+  CHECK(geomopt::io::load_checkpoint(dir.file("c.h5"), c, sc).complete());
+  for (int k = 0; k < 3; ++k) opt.step(c, grad(c), sc);
+  CHECK(iotest::snapshot(c) == iotest::snapshot(a));
+  CHECK(slot_bytes(sc) == slot_bytes(sa));
+  CHECK(iotest::snapshot(*sc.ema()) == iotest::snapshot(*sa.ema()));
+  CHECK(a.b == make_model(1.0).b);  // frozen: never written
 }

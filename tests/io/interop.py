@@ -5,7 +5,8 @@
 
 1. TOOL writes a checkpoint; h5py finds every parameter by its dotted path (the `path` attribute and the nested
    groups), with the shape and the values of the closed form below, the tie as one object under two names, the
-   buffer marked non-trainable, the optimizer's attributes and state arrays, and the metadata; every checksum is
+   buffer marked non-trainable, the frozen leaf marked non-trainable and frozen (and without state arrays), the
+   optimizer's attributes (per-leaf options among them) and state arrays, and the metadata; every checksum is
    recomputed with Python's zlib.crc32.
 2. h5py writes files in the documented layout (docs/file_format.md), one with PyTorch-style names such as
    `0.weight` (nested groups and flat dotted names), one with a hard link, a SymmetricMatrix group and an int64
@@ -47,7 +48,7 @@ def check(ok, what):
 def read_checkpoint(tool, work):
     ckpt = os.path.join(work, "checkpoint.h5")
     subprocess.run([tool, "write", ckpt], check=True)
-    # dotted path -> (shape, dtype, trainable, structured type or None)
+    # dotted path -> (shape, dtype, trainable, structured type or None); scale is frozen, counts a buffer
     expected = {
         "layers.0.weight": ((4, 3), np.float32, True, None),
         "layers.0.bias": ((4,), np.float32, True, None),
@@ -56,7 +57,7 @@ def read_checkpoint(tool, work):
         "sym": ((6,), np.float32, True, "SymmetricMatrix"),
         "st": ((4, 2), np.float32, True, "Stiefel"),
         "emb": ((3, 5), np.float32, True, None),
-        "scale": ((), np.float32, True, None),
+        "scale": ((), np.float32, False, None),
         "counts": ((3,), np.int32, False, None),
     }
     with h5py.File(ckpt, "r") as f:
@@ -75,6 +76,7 @@ def read_checkpoint(tool, work):
                 continue
             check(f["params/" + path.replace(".", "/")] == obj, f"{path}: nested groups lead to the same object")
             check(bool(obj.attrs["trainable"]) == trainable, f"{path}: trainable attribute")
+            check(bool(obj.attrs.get("frozen", False)) == (path == "scale"), f"{path}: frozen attribute")
             if structured:
                 check(isinstance(obj, h5py.Group) and obj.attrs["type"] == structured, f"{path}: type {structured}")
                 data = obj["0"]
@@ -90,8 +92,17 @@ def read_checkpoint(tool, work):
         opt = f["optimizer"]
         check(opt.attrs["optimizer"] == "Adam" and opt.attrs["step"] == 3, "optimizer kind and step")
         check(opt.attrs["lr"] == 0.01, "optimizer hyperparameter lr")
+        # Per-leaf options, "<dotted path>:<option>": every leaf's frozen, a stepped leaf's lr_scale, a weight decay the
+        # rule set, a manifold leaf's retraction.
+        check(opt.attrs["scale:frozen"] == 1 and "scale:lr_scale" not in opt.attrs, "scale: frozen, no other option")
+        check(opt.attrs["layers.1.weight:frozen"] == 0 and opt.attrs["layers.1.weight:lr_scale"] == 0.5,
+              "layers.1.weight: lr_scale 0.5")
+        check(opt.attrs["layers.0.bias:weight_decay"] == 0.0 and "layers.1.bias:weight_decay" not in opt.attrs,
+              "layers.0.bias: its own weight decay")
+        check(opt.attrs["st:retraction"] == "cayley" and "emb:retraction" not in opt.attrs, "st: retraction")
+        check("scale" not in opt, "scale: frozen, no state arrays")
         for path, (shape, _, trainable, structured) in expected.items():
-            if not trainable:
+            if not trainable:  # a buffer or a frozen leaf: no state
                 continue
             state_shape = (5,) if path == "st" else shape  # St(4, 2) has dimension 5
             for slot in ("exp_avg", "exp_avg_sq"):

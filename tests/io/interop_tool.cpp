@@ -2,7 +2,8 @@
 // path and row-major index, and loads files written by h5py into matching trees, checking the same closed form.
 //
 //   io_interop_tool write FILE         a checkpoint of InteropNet with state laid out as Adam's (step 3, lr 0.01;
-//                                      metadata epoch=7 note="interop"); checkpoint_test.cpp checks real optimizers
+//                                      scale frozen, layers.1.weight at lr_scale 0.5; metadata epoch=7
+//                                      note="interop"); checkpoint_test.cpp checks real optimizers
 //   io_interop_tool read-torch FILE    a std::vector<Dense<float>> (paths "0.weight", "0.bias", "1.weight", ...)
 //   io_interop_tool read-extra FILE    a tie, a SymmetricMatrix and an int64 buffer
 // Exit status 0 when everything matched; otherwise the error on stderr and 1.
@@ -65,7 +66,8 @@ struct InteropNet {
 };
 
 // The members save_checkpoint reads of an optimizer state (io/checkpoint.hpp), laid out as Adam's: exp_avg and
-// exp_avg_sq per trainable leaf, shaped like it (a Stiefel leaf: its tangent coordinates).
+// exp_avg_sq per trainable leaf that is not frozen, shaped like it (a Stiefel leaf: its tangent coordinates), and the
+// per-leaf options as OptimizerState::for_each_leaf_option reports them.
 struct AdamLikeState {
   struct Slot {
     std::string path, name;
@@ -81,6 +83,18 @@ struct AdamLikeState {
   void for_each_slot(F&& f) {
     for (auto& s : slots)
       f(s.path, std::string_view(s.name), Eigen::Map<Eigen::MatrixXf>(s.data.data(), s.data.rows(), s.data.cols()));
+  }
+  template <class F>
+  void for_each_leaf_option(F&& f) const {
+    for (const char* path :
+         {"layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias", "sym", "st", "emb"}) {
+      const std::string p = path;
+      f(p, std::string_view("frozen"), false);
+      f(p, std::string_view("lr_scale"), p == "layers.1.weight" ? 0.5 : 1.0);
+      if (p == "layers.0.bias") f(p, std::string_view("weight_decay"), 0.0);
+      if (p == "st") f(p, std::string_view("retraction"), "cayley");
+    }
+    f(std::string("scale"), std::string_view("frozen"), true);
   }
   const InteropNet* ema() const { return nullptr; }
 };
@@ -118,7 +132,6 @@ int write(const std::string& file) {
     state.slots.push_back({"sym", name, net.sym.storage()});
     state.slots.push_back({"st", name, Eigen::MatrixXf::Zero(5, 1)});  // dim St(4, 2) = 4*2 - 2*3/2
     state.slots.push_back({"emb", name, *net.emb});
-    state.slots.push_back({"scale", name, Eigen::MatrixXf::Constant(1, 1, net.scale)});
   }
   set(net.st.value(), "st");
   geomopt::io::save_checkpoint(file, net, state, {.attributes = {{"epoch", std::int64_t{7}}, {"note", "interop"}}});

@@ -187,6 +187,208 @@ TEST_CASE("frozen leaves have no state and are never written") {
   CHECK_FALSE(state.leaf_frozen(1));
 }
 
+namespace {
+
+// Leaves of each kind, three of them frozen: a Euclidean matrix (which Muon would take), a manifold point and a packed
+// leaf; the others take Muon's step (w), ManifoldMuon's (frame; Muon hands it to AdamW) and the fallback's (b).
+template <class T>
+struct PartlyFrozen {
+  Mat<T> embed;
+  geomopt::Stiefel<T> frame;
+  geomopt::Grassmann<T> plane;
+  geomopt::SymmetricMatrix<T> sym;
+  Mat<T> w;
+  Vec<T> b;
+  GEOMOPT_PTREE(embed, frame, plane, sym, w, b)
+};
+
+bool frozen_path(const std::string& p) { return p == "embed" || p == "plane" || p == "sym"; }
+
+PartlyFrozen<double> make_partly_frozen() {
+  geomopt::Rng rng(11);
+  PartlyFrozen<double> x{Mat<double>::Random(16, 16),
+                         geomopt::Stiefel<double>::random_point(rng, 7, 3),
+                         geomopt::Grassmann<double>::random_point(rng, 6, 2),
+                         geomopt::SymmetricMatrix<double>(3),
+                         Mat<double>::Random(4, 3),
+                         Vec<double>::Random(5)};
+  x.sym.storage().setRandom();
+  return x;
+}
+
+// Gradients of x's shape; the frozen leaves' are either empty or poisoned: NaN in embed, 1e150 in plane and sym, so
+// that clipping, the non-finite check or a kernel that read them would change the step. The other leaves' gradients
+// depend on the seed only.
+PartlyFrozen<double> frozen_test_gradient(const PartlyFrozen<double>& x, unsigned seed, bool empty) {
+  PartlyFrozen<double> g = x;
+  std::srand(seed);
+  geomopt::ptree::for_each_storage([](auto& b) { b.setRandom(); }, g);
+  if (empty) {
+    g.embed.resize(0, 0);
+    g.plane = {};
+    g.sym = {};
+  } else {
+    g.embed.setConstant(std::numeric_limits<double>::quiet_NaN());
+    g.plane.value().setConstant(1e150);
+    g.sym.storage().setConstant(1e150);
+  }
+  return g;
+}
+
+template <class Tree>
+std::vector<unsigned char> tree_bytes(const Tree& t) {
+  std::vector<unsigned char> out;
+  geomopt::ptree::for_each_storage(
+      [&](const auto& b) {
+        const auto* p = reinterpret_cast<const unsigned char*>(b.data());
+        out.insert(out.end(), p, p + sizeof(double) * static_cast<std::size_t>(b.size()));
+      },
+      t);
+  return out;
+}
+
+template <class State>
+std::vector<unsigned char> state_bytes(const State& s) {
+  std::vector<unsigned char> out;
+  s.for_each_slot([&](const std::string&, std::string_view, const auto& data) {
+    const auto* p = reinterpret_cast<const unsigned char*>(data.data());
+    out.insert(out.end(), p, p + sizeof(double) * static_cast<std::size_t>(data.size()));
+  });
+  return out;
+}
+
+// A frozen leaf keeps no state and takes an empty gradient; the other leaves step bitwise as with full gradients.
+template <class Opt>
+void check_frozen_leaves(Opt opt, const char* name) {
+  CAPTURE(name);
+  const PartlyFrozen<double> start = make_partly_frozen();
+  const auto rule = [](const Path& p) { return geomopt::LeafOptions{.frozen = frozen_path(p.str())}; };
+  PartlyFrozen<double> a = start, b = start;
+  auto sa = opt.init(a, rule);
+  auto sb = opt.init(b, rule);
+
+  // No state: no array names a frozen leaf, and the state is smaller by exactly their arrays in an unfrozen one.
+  std::size_t frozen_bytes = 0;
+  opt.init(start).for_each_slot([&](const std::string& path, std::string_view, const auto& data) {
+    if (frozen_path(path)) frozen_bytes += sizeof(double) * static_cast<std::size_t>(data.size());
+  });
+  CHECK(frozen_bytes > 0);
+  sa.for_each_slot([](const std::string& path, std::string_view, const auto&) { CHECK_FALSE(frozen_path(path)); });
+  CHECK(sa.nbytes() == opt.init(start).nbytes() - frozen_bytes);
+  for (std::size_t i = 0; i < sa.leaf_count(); ++i) CHECK(sa.leaf_frozen(i) == frozen_path(sa.leaf_path(i)));
+
+  for (unsigned k = 0; k < 3; ++k) {
+    const geomopt::StepReport ra = opt.step(a, frozen_test_gradient(a, 20 + k, false), sa);
+    const geomopt::StepReport rb = opt.step(b, frozen_test_gradient(b, 20 + k, true), sb);
+    CHECK(ra.applied);
+    CHECK(rb.applied);
+    CHECK(ra.grad_norm == rb.grad_norm);
+    CHECK(ra.clip_scale < 1);  // clipping is on, and ran
+  }
+  CHECK(tree_bytes(a) == tree_bytes(b));
+  CHECK(state_bytes(sa) == state_bytes(sb));
+  REQUIRE(sa.ema() != nullptr);
+  CHECK(tree_bytes(*sa.ema()) == tree_bytes(*sb.ema()));
+  CHECK(std::memcmp(a.embed.data(), start.embed.data(), sizeof(double) * 256) == 0);
+  CHECK(a.plane.value() == start.plane.value());
+  CHECK(a.sym.storage() == start.sym.storage());
+  CHECK(a.w != start.w);
+  CHECK(a.frame.value() != start.frame.value());
+  CHECK(a.b != start.b);
+
+  // A frozen leaf's gradient of another non-empty shape, or an empty gradient of a leaf that is not frozen, is a
+  // mistake: refused naming the leaf and what was expected, before anything is written.
+  const auto before = tree_bytes(b);
+  PartlyFrozen<double> g = frozen_test_gradient(b, 1, true);
+  g.embed.resize(2, 16);
+  CHECK_THROWS_WITH_AS(opt.step(b, g, sb),
+                       "embed: the gradient of this frozen leaf is 2x16, the leaf 16x16: a frozen leaf takes an "
+                       "empty gradient (0x0) or one of the leaf's shape",
+                       geomopt::StructureError);
+  g = frozen_test_gradient(b, 1, true);
+  g.sym = geomopt::SymmetricMatrix<double>(2);
+  CHECK_THROWS_WITH_AS(opt.step(b, g, sb),
+                       doctest::Contains("sym: the gradient of this frozen leaf is 3x1, the leaf 6x1"),
+                       geomopt::StructureError);
+  for (const char* leaf : {"w", "frame", "b"}) {
+    CAPTURE(leaf);
+    g = frozen_test_gradient(b, 1, true);
+    const std::string p = leaf;
+    if (p == "w") g.w.resize(0, 0);
+    if (p == "frame") g.frame = {};
+    if (p == "b") g.b.resize(0);
+    const std::string shape = p == "w" ? "0x0, the leaf 4x3" : p == "frame" ? "0x0, the leaf 7x3" : "0x1, the leaf 5x1";
+    CHECK_THROWS_WITH_AS(opt.step(b, g, sb),
+                         (p + ": the gradient is " + shape +
+                          ": it must have the leaf's shape (only a frozen leaf's gradient may be empty)")
+                             .c_str(),
+                         geomopt::StructureError);
+  }
+  CHECK(tree_bytes(b) == before);
+  CHECK(sb.step_count() == 3);
+}
+
+}  // namespace
+
+TEST_CASE("a frozen leaf takes an empty gradient and keeps no state, in every optimizer") {
+  // Clipping, the EMA, two threads and the non-finite check on: none of them may read a frozen leaf's gradient.
+  const geomopt::CommonOptions common{
+      .clip_norm = 0.5, .ema_decay = 0.9, .non_finite = geomopt::NonFinitePolicy::raise, .threads = 2};
+  check_frozen_leaves(geomopt::SGD({.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01}, common), "SGD");
+  check_frozen_leaves(geomopt::Adam({.lr = 0.01, .amsgrad = true}, common), "Adam");
+  check_frozen_leaves(geomopt::AdamW({.lr = 0.01, .weight_decay = 0.1}, common), "AdamW");
+  check_frozen_leaves(geomopt::RMSprop({.lr = 0.01, .momentum = 0.5, .centered = true}, common), "RMSprop");
+  check_frozen_leaves(geomopt::Adagrad({.lr = 0.1}, common), "Adagrad");
+  check_frozen_leaves(geomopt::Muon({.lr = 0.02, .weight_decay = 0.01}, common), "Muon");
+  check_frozen_leaves(geomopt::ManifoldMuon({.lr = 0.02}, common), "ManifoldMuon");
+}
+
+namespace {
+struct OneSpd {
+  geomopt::SPD<double> s;
+  GEOMOPT_PTREE(s)
+};
+}  // namespace
+
+TEST_CASE("SPD: a step takes the manifold's default retraction, geodesic; the free retract defaults to second_order") {
+  geomopt::Rng rng(5);
+  const OneSpd start{geomopt::SPD<double>::random_point(rng, 4)};
+  OneSpd g{geomopt::SPD<double>(Mat<double>::Random(4, 4))};
+  g.s.value() = (g.s.value() + g.s.value().transpose()).eval();
+  CHECK(geomopt::default_retraction<geomopt::SPD<double>>() == geomopt::Retraction::geodesic);
+  auto step = [&](geomopt::CommonOptions common) {
+    OneSpd x = start;
+    geomopt::SGD sgd({.lr = 0.1}, common);
+    auto st = sgd.init(x);
+    std::string recorded;
+    st.for_each_leaf_option([&](const std::string&, std::string_view name, auto value) {
+      if constexpr (std::is_same_v<decltype(value), const char*>)
+        if (name == "retraction") recorded = value;
+    });
+    sgd.step(x, g, st);
+    return std::pair{x.s.value(), recorded};
+  };
+  const auto by_default = step({});
+  const auto by_geodesic = step({.retraction = geomopt::Retraction::geodesic});
+  const auto by_second = step({.retraction = geomopt::Retraction::second_order});
+  CHECK(by_default.second == "geodesic");
+  CHECK(by_geodesic.second == "geodesic");
+  CHECK(by_second.second == "second_order");
+  const Mat<double>& geodesic = by_geodesic.first;
+  const Mat<double>& second = by_second.first;
+  CHECK(by_default.first == geodesic);
+  CHECK((by_default.first - second).norm() > 1e-6);
+  // The same step by the free functions: geodesic only when asked.
+  const auto xi = geomopt::lift(start.s, g.s.value());
+  geomopt::ScaledSymmetricMatrix<double> minus = xi;
+  minus.storage() *= -0.1;
+  geomopt::SPD<double> free_default = start.s, free_geodesic = start.s;
+  geomopt::retract(free_default, minus);
+  geomopt::retract(free_geodesic, minus, geomopt::Retraction::geodesic);
+  CHECK((free_geodesic.value() - geodesic).norm() <= 1e-12 * geodesic.norm());
+  CHECK((free_default.value() - second).norm() <= 1e-12 * second.norm());
+}
+
 TEST_CASE("per-leaf learning-rate scale and weight decay") {
   Net<double> x = make_net<double>(0.5);
   const Net<double> g = make_net<double>(0.25);

@@ -137,6 +137,42 @@ static_assert(std::is_same_v<pt::rebind_t<Robot, double>, Robot>);
 static_assert(std::is_same_v<pt::scalar_t<thirdparty::Box<float>>, float>);
 static_assert(std::is_same_v<pt::rebind_t<thirdparty::Box<float>, double>, thirdparty::Box<double>>);
 
+namespace {
+struct Undeclared {  // no GEOMOPT_PTREE
+  Eigen::VectorXd w;
+};
+struct HoldsUndeclared {
+  Eigen::VectorXd w;
+  std::vector<Undeclared> inner;
+  GEOMOPT_PTREE(w, inner)
+};
+struct IntegerLeaf {
+  Eigen::VectorXd w;
+  int steps = 0;
+  GEOMOPT_PTREE(w, steps)
+};
+struct IntegerBuffer {
+  Eigen::VectorXd w;
+  pt::Buffer<int> steps;
+  GEOMOPT_PTREE(w, steps)
+};
+}  // namespace
+
+// ptree::tree, which the entry points test before they compile anything on a type (docs/ptree.md, "Pitfalls"; the
+// compile-fail programs check the message a type that fails it gets).
+static_assert(pt::tree<Dense<double>>);
+static_assert(pt::tree<std::vector<std::map<std::string, std::optional<Dense<float>>>>>);
+static_assert(pt::tree<std::tuple<double, std::shared_ptr<Eigen::Matrix3f>, std::variant<float, Dense<double>>>>);
+static_assert(pt::tree<IntegerBuffer>);
+static_assert(pt::tree<const Dense<double>&>);
+static_assert(!pt::tree<Undeclared>);
+static_assert(!pt::tree<HoldsUndeclared>);
+static_assert(!pt::tree<std::pair<double, Undeclared>>);
+static_assert(!pt::tree<IntegerLeaf>);
+static_assert(!pt::tree<Eigen::VectorXi>);
+static_assert(std::is_same_v<pt::detail::culprit<HoldsUndeclared>::type, Undeclared>);
+static_assert(std::is_same_v<pt::detail::culprit<IntegerLeaf>::type, int>);
+
 TEST_CASE("GEOMOPT_PTREE: children in declaration order, named after the members") {
   const auto d = make_dense<double>(2, 3, 1);
   CHECK(paths_of(d) == std::vector<std::string>{"weight", "bias"});

@@ -276,3 +276,49 @@ TEST_CASE("flatten_into / unflatten_into with a wrong length throw and leave dat
   CHECK_THROWS_AS(pt::unflatten_into(t, vf), geomopt::StructureError);
   CHECK(ptest::same_values(pt::flatten(t), snap));
 }
+
+namespace {
+
+template <class T>
+struct WithBuffer {
+  Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> w;
+  std::vector<Eigen::Matrix<T, Eigen::Dynamic, 1>> v;
+  pt::Buffer<Eigen::VectorXi> counts;
+  GEOMOPT_PTREE(w, v, counts)
+};
+
+}  // namespace
+
+TEST_CASE("a walk that leaves the leaves' shapes to its visitor (the optimizers'): everything else is still checked") {
+  using M = Eigen::MatrixXd;
+  using V = Eigen::VectorXd;
+  WithBuffer<double> a{seq<M>(2, 3, 1), {seq<V>(2, 10), seq<V>(3, 20)}, pt::Buffer<Eigen::VectorXi>{}};
+  a.counts.value() = Eigen::VectorXi::Zero(2);
+  // Other rows and columns of trainable leaves reach the visitor, which sees both shapes.
+  WithBuffer<double> b = a;
+  b.w.resize(0, 0);
+  b.v[1].resize(5);
+  std::vector<std::string> seen;
+  pt::detail::for_each_own_leaf_shapes(
+      [&](const auto& x, const auto& y) {
+        seen.push_back(std::to_string(x.rows()) + "x" + std::to_string(x.cols()) + "/" + std::to_string(y.rows()) +
+                       "x" + std::to_string(y.cols()));
+      },
+      a, b);
+  CHECK(seen == std::vector<std::string>{"2x3/0x0", "2x1/2x1", "3x1/5x1"});
+  // The structure above the leaves, and the buffers, are checked as by every walk, before the visitor runs.
+  auto refused = [&](const WithBuffer<double>& c) {
+    int calls = 0;
+    const std::string e = error_of([&] { pt::detail::for_each_own_leaf_shapes([&](auto&, auto&) { ++calls; }, a, c); });
+    CHECK(calls == 0);
+    return e;
+  };
+  WithBuffer<double> shorter = a;
+  shorter.v.pop_back();
+  CHECK(refused(shorter) == "v: 2 elements in tree 0, 1 in tree 1");
+  WithBuffer<double> buffer = a;
+  buffer.counts.value() = Eigen::VectorXi::Zero(3);
+  CHECK(refused(buffer) == "counts: 2 rows in tree 0, 3 in tree 1");
+  // The same trees through an ordinary walk: the leaf's shape is refused there.
+  CHECK(error_of([&] { pt::for_each([](auto&, auto&) {}, a, b); }) == "w: 2 rows in tree 0, 0 in tree 1");
+}

@@ -4,19 +4,24 @@
 //   auto state = adam.init(params);                       // a fresh state of the same optimizer and tree shape
 //   geomopt::io::LoadReport r = geomopt::io::load_checkpoint("ckpt.h5", params, state);
 //
-// The file holds /params (the tree), /optimizer (one group per leaf path with a dataset per state array, and the
-// optimizer's kind, step count and hyperparameters as attributes), /ema (the moving average, when the state keeps
-// one) and /metadata (step and user attributes). Invariant: stepping after load_checkpoint continues exactly as if
-// the run had never stopped: parameters and state equal bit for bit. The optimizer's kind must match; a strict load
-// also requires equal hyperparameters (a non-strict one lists the changes in LoadReport::differences).
+// The file holds /params (the tree; a frozen leaf marked trainable = false, frozen = true), /optimizer (one group per
+// leaf path with a dataset per state array, and as attributes the optimizer's kind, step count and hyperparameters
+// and each leaf's options, "<path>:lr_scale", ...), /ema (the moving average, when the state keeps one) and
+// /metadata (step and user attributes). Invariant: stepping after load_checkpoint continues exactly as if the run had
+// never stopped: parameters and state equal bit for bit. The optimizer's kind must match; a strict load also requires
+// equal hyperparameters and per-leaf options, and its Error says how to load anyway: a lenient load
+// (LoadOptions::strict = false) lists the changes in LoadReport::differences, and the steps use the state's own
+// settings, not the file's (nothing of the file's settings but the step count enters the state).
 // `State` is geomopt::OptimizerState<Tree> or anything with its step_count, set_step_count, optimizer,
-// hyperparameters, for_each_slot and ema members.
+// hyperparameters, for_each_slot and ema members; a for_each_leaf_option member (OptimizerState's) is optional.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -28,9 +33,10 @@
 namespace geomopt::io {
 namespace detail {
 
-/// The checkpoint's attributes of /optimizer, the slots' views (shaped like their leaves) and the EMA tree.
+/// The checkpoint's attributes of /optimizer (each leaf's options among them), the slots' views (shaped like their
+/// leaves) and the EMA tree; marks the frozen leaves of `params` and of the EMA tree.
 template <class Tree, class State>
-void describe_state(const GroupView& params, const State& state, std::vector<GroupView>& groups) {
+void describe_state(GroupView& params, const State& state, std::vector<GroupView>& groups) {
   GroupView g;
   g.group = "optimizer";
   g.state = true;
@@ -40,6 +46,23 @@ void describe_state(const GroupView& params, const State& state, std::vector<Gro
   g.required = {"optimizer"};
   // The bias corrections take the step count as a double: beyond 2^53 it no longer counts one by one.
   g.counters = {{"step", std::int64_t{1} << 53}};
+  // Each leaf's options, one attribute each, compared on load by the hyperparameters' rule. A bool is written as the
+  // integer 0 or 1: an Attribute has no bool, and the documented attributes checksum reads h5py's bools as reals.
+  std::unordered_set<std::string> frozen;
+  if constexpr (requires { state.for_each_leaf_option([](const std::string&, std::string_view, bool) {}); }) {
+    state.for_each_leaf_option([&](const std::string& path, std::string_view name, auto value) {
+      using V = decltype(value);
+      if constexpr (std::is_same_v<V, bool>) {
+        g.attributes.emplace_back(leaf_attribute(path, name), std::int64_t{value ? 1 : 0});
+        if (name == "frozen" && value) frozen.insert(path);
+      } else if constexpr (std::is_floating_point_v<V>) {
+        g.attributes.emplace_back(leaf_attribute(path, name), static_cast<double>(value));
+      } else {
+        g.attributes.emplace_back(leaf_attribute(path, name), std::string(value));
+      }
+    });
+  }
+  for (auto& leaf : params.leaves) leaf.frozen = frozen.count(leaf.path) != 0;
   std::unordered_map<std::string_view, const LeafView*> by_path;
   for (const auto& leaf : params.leaves) by_path.emplace(leaf.path, &leaf);
   // for_each_slot hands writable maps only on a non-const state; saving reads through them.
@@ -73,7 +96,10 @@ void describe_state(const GroupView& params, const State& state, std::vector<Gro
     g.leaves.push_back(std::move(v));
   });
   groups.push_back(std::move(g));
-  if (const Tree* ema = state.ema()) groups.push_back(describe(*ema, "ema"));
+  if (const Tree* ema = state.ema()) {
+    groups.push_back(describe(*ema, "ema"));
+    for (auto& leaf : groups.back().leaves) leaf.frozen = frozen.count(leaf.path) != 0;
+  }
 }
 
 }  // namespace detail

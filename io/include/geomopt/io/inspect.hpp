@@ -1,6 +1,7 @@
 // describe(filename): a readable summary of any file in the layout of docs/file_format.md: every leaf with its
-// path, type, shape, free parameters, bytes and whether it is trainable, every alias (tied path), the optimizer's
-// kind, step, hyperparameters and state arrays, and the metadata. What geomopt-inspect prints. Throws Error.
+// path, type, shape, free parameters, bytes and whether it is trainable (or a buffer, or frozen), every alias (tied
+// path), the optimizer's kind, step, hyperparameters, per-leaf options and state arrays, and the metadata. What
+// geomopt-inspect prints. Throws Error.
 #pragma once
 
 #include <string>

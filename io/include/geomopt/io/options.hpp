@@ -28,9 +28,10 @@ struct SaveOptions {
 
 struct LoadOptions {
   std::string group = "params";
-  /// Missing and unexpected paths are errors, and in load_checkpoint NaN or infinity in a parameter or the state, a
-  /// negative second moment, a manifold point off its manifold, an absent step or format_version; otherwise they
-  /// are reported (LoadReport).
+  /// Missing and unexpected paths are errors, and in load_checkpoint a hyperparameter or per-leaf option that
+  /// differs, NaN or infinity in a parameter or the state, a negative second moment, a manifold point off its
+  /// manifold, an absent step or format_version; otherwise they are reported (LoadReport), and the settings of the
+  /// state in memory, not the file's, step.
   bool strict = true;
   bool cast = false;  ///< float32 <-> float64 (and integer widths) are converted instead of being an error
   /// Read the file's structure once in a child process (`geomopt-inspect --check`, or a fork() where the checker
@@ -69,7 +70,9 @@ struct LoadReport {
   std::vector<std::string> missing{};  ///< in the tree, not in the file (left as they were)
   std::vector<std::string> unexpected{};   ///< in the file, not in the tree (ignored)
   std::vector<std::string> cast{};         ///< leaves whose scalar type was converted
-  std::vector<std::string> differences{};  ///< what a non-strict load let pass (hyperparameters, ties)
+  /// What a non-strict load let pass (hyperparameters, per-leaf options, ties), and in any load what it could not
+  /// compare (per-leaf options of a checkpoint written before they were recorded).
+  std::vector<std::string> differences{};
   Metadata metadata{};                     ///< load_checkpoint: the checkpoint's step and attributes
 
   /// True when every leaf of the tree was loaded and nothing in the file was left over.

@@ -76,6 +76,18 @@ enum class StiefelMuonRetraction {
   geodesic,  ///< the library's exponential map of -lr A
 };
 
+inline const char* retraction_name(StiefelMuonRetraction r) noexcept {
+  switch (r) {
+    case StiefelMuonRetraction::polar:
+      return "polar";
+    case StiefelMuonRetraction::cayley:
+      return "cayley";
+    case StiefelMuonRetraction::geodesic:
+      return "geodesic";
+  }
+  return "?";
+}
+
 struct StiefelMuonOptions {
   StiefelMuonMethod method = StiefelMuonMethod::fixed_point;
   /// Stop when |W^T A + A^T W|_F <= tolerance.
@@ -483,6 +495,7 @@ struct MuonLeafRecord {
   bool stiefel = false;             // ManifoldMuon's Stiefel leaf
   double lr_scale = 1;
   double weight_decay = 0;
+  bool weight_decay_set = false;  // by the rule (else Muon's weight_decay applies)
   StiefelMuonRetraction retraction = StiefelMuonRetraction::polar;
 };
 
@@ -562,6 +575,25 @@ class MuonState {
     return work_[static_cast<std::size_t>(m)]->report;
   }
 
+  /// f(path, name, value) for each per-leaf option, by leaf in walk order (see OptimizerState::for_each_leaf_option);
+  /// a Stiefel leaf of ManifoldMuon reports its StiefelMuonRetraction ("polar", "cayley" or "geodesic").
+  template <class F>
+  void for_each_leaf_option(F&& f) const {
+    const auto& leaves = fallback_.leaves_;
+    for (std::size_t i = 0; i < leaves.size(); ++i) {
+      const int m = muon_of_leaf_[i];
+      if (m < 0) {
+        OptimizerState<Tree>::visit_leaf_options(leaves[i], f);
+        continue;
+      }
+      const auto& r = records_[static_cast<std::size_t>(m)];
+      f(leaves[i].path, std::string_view("frozen"), false);
+      f(leaves[i].path, std::string_view("lr_scale"), r.lr_scale);
+      if (r.weight_decay_set) f(leaves[i].path, std::string_view("weight_decay"), r.weight_decay);
+      if (r.stiefel) f(leaves[i].path, std::string_view("retraction"), retraction_name(r.retraction));
+    }
+  }
+
   /// f(path, name, map) for every array of state, by leaf in walk order (see OptimizerState::for_each_slot).
   template <class F>
   void for_each_slot(F&& f) {
@@ -624,6 +656,61 @@ class BasicMuon {
   /// path when a rule asks Muon to step a leaf it cannot (a vector, a packed or manifold leaf other than Stiefel).
   template <class Tree>
   MuonState<Tree> init(const Tree& params, const LeafRule& rule = {}) const {
+    if constexpr (ptree::tree<Tree>) {
+      return init_tree(params, rule);
+    } else {
+      ptree::detail::not_a_tree<Tree>();
+      return {};
+    }
+  }
+
+  /// One step of every leaf: Muon's by the orthogonalized (ManifoldMuon: spectral steepest tangent) update, the
+  /// rest by the fallback, in one pass (see Optimizer::step for the report, the gradients' shapes and the non-finite
+  /// policy).
+  template <class Tree>
+  StepReport step(Tree& params, const Tree& grads, MuonState<Tree>& st) {
+    if constexpr (ptree::tree<Tree>) {
+      if (st.name_ != kName)
+        throw std::invalid_argument(std::string(kName) + "::step: the state was made by " + st.name_ + "::init");
+      const auto& schedule = fallback_.common().schedule;
+      const double factor = schedule ? schedule(st.step_count()) : 1.0;
+      Units<Tree> units{*this, st};
+      StepReport report = fallback_.step_with(params, grads, st.fallback_, units);
+      report.lr = options_.lr * factor;
+      return report;
+    } else {
+      ptree::detail::not_a_tree<Tree>();
+      return {};
+    }
+  }
+
+  /// Muon's hyperparameters as a checkpoint records them.
+  Hyperparameters hyperparameters() const {
+    Hyperparameters h = {{"lr", options_.lr},
+                         {"momentum", options_.momentum},
+                         {"nesterov", options_.nesterov ? 1.0 : 0.0},
+                         {"ns_steps", static_cast<double>(options_.ns_steps)},
+                         {"weight_decay", options_.weight_decay},
+                         {"ns_a", options_.ns_coefficients[0]},
+                         {"ns_b", options_.ns_coefficients[1]},
+                         {"ns_c", options_.ns_coefficients[2]},
+                         {"ns_eps", options_.ns_eps},
+                         {"msign", static_cast<double>(options_.msign)},
+                         {"scale", static_cast<double>(options_.scale)}};
+    if (kManifold) {
+      h.emplace_back("stiefel_method", static_cast<double>(options_.stiefel.method));
+      h.emplace_back("stiefel_tolerance", options_.stiefel.tolerance);
+      h.emplace_back("stiefel_max_iterations", static_cast<double>(options_.stiefel.max_iterations));
+      h.emplace_back("retraction", static_cast<double>(options_.retraction));
+    }
+    for (const auto& [name, value] : Fallback::hyperparameters(options_.fallback))
+      h.emplace_back("fallback." + std::string(Fallback::kName) + "." + name, value);
+    return h;
+  }
+
+ private:
+  template <class Tree>
+  MuonState<Tree> init_tree(const Tree& params, const LeafRule& rule) const {
     using T = ptree::scalar_t<Tree>;
     static_assert(std::is_floating_point_v<T>, "Muon::init: the tree's trainable scalar must be float or double");
     MuonState<Tree> st;
@@ -677,6 +764,7 @@ class BasicMuon {
             throw std::invalid_argument(path.str() + ": lr_scale must be >= 0, got " + std::to_string(lo.lr_scale));
           rec.lr_scale = lo.lr_scale;
           rec.weight_decay = lo.weight_decay.value_or(rec.stiefel ? 0.0 : options_.weight_decay);
+          rec.weight_decay_set = lo.weight_decay.has_value();
           if (!(rec.weight_decay >= 0))
             throw std::invalid_argument(path.str() + ": weight_decay must be >= 0, got " +
                                         std::to_string(rec.weight_decay));
@@ -702,6 +790,7 @@ class BasicMuon {
       return lo;
     };
     st.fallback_ = fallback_.init(params, fallback_rule);
+    for (const auto& rec : st.records_) st.fallback_.leaves_[rec.leaf].external = true;
     st.name_ = kName;
     st.hyperparameters_ = hyperparameters();
     st.muon_of_leaf_.assign(st.fallback_.leaf_count(), -1);
@@ -752,45 +841,6 @@ class BasicMuon {
     return st;
   }
 
-  /// One step of every leaf: Muon's by the orthogonalized (ManifoldMuon: spectral steepest tangent) update, the
-  /// rest by the fallback, in one pass (see Optimizer::step for the report and the non-finite policy).
-  template <class Tree>
-  StepReport step(Tree& params, const Tree& grads, MuonState<Tree>& st) {
-    if (st.name_ != kName)
-      throw std::invalid_argument(std::string(kName) + "::step: the state was made by " + st.name_ + "::init");
-    const auto& schedule = fallback_.common().schedule;
-    const double factor = schedule ? schedule(st.step_count()) : 1.0;
-    Units<Tree> units{*this, st};
-    StepReport report = fallback_.step_with(params, grads, st.fallback_, units);
-    report.lr = options_.lr * factor;
-    return report;
-  }
-
-  /// Muon's hyperparameters as a checkpoint records them.
-  Hyperparameters hyperparameters() const {
-    Hyperparameters h = {{"lr", options_.lr},
-                         {"momentum", options_.momentum},
-                         {"nesterov", options_.nesterov ? 1.0 : 0.0},
-                         {"ns_steps", static_cast<double>(options_.ns_steps)},
-                         {"weight_decay", options_.weight_decay},
-                         {"ns_a", options_.ns_coefficients[0]},
-                         {"ns_b", options_.ns_coefficients[1]},
-                         {"ns_c", options_.ns_coefficients[2]},
-                         {"ns_eps", options_.ns_eps},
-                         {"msign", static_cast<double>(options_.msign)},
-                         {"scale", static_cast<double>(options_.scale)}};
-    if (kManifold) {
-      h.emplace_back("stiefel_method", static_cast<double>(options_.stiefel.method));
-      h.emplace_back("stiefel_tolerance", options_.stiefel.tolerance);
-      h.emplace_back("stiefel_max_iterations", static_cast<double>(options_.stiefel.max_iterations));
-      h.emplace_back("retraction", static_cast<double>(options_.retraction));
-    }
-    for (const auto& [name, value] : Fallback::hyperparameters(options_.fallback))
-      h.emplace_back("fallback." + std::string(Fallback::kName) + "." + name, value);
-    return h;
-  }
-
- private:
   static Options validated(Options o) {
     o.validate();
     return o;
@@ -829,17 +879,24 @@ class BasicMuon {
         const std::string& path = st.fallback_.leaf_path(i);
         auto& ptr = st.pointers_[static_cast<std::size_t>(m)];
         if constexpr (detail::manifold_leaf<L>) {
-          if (!rec.stiefel || p.value().rows() != rec.rows || p.value().cols() != rec.cols)
+          const Eigen::Index rows = p.value().rows(), cols = p.value().cols();
+          if (!rec.stiefel || rows != rec.rows || cols != rec.cols)
             throw StructureError(
-                path + ": the leaf is a " + detail::shape_string(p.value().rows(), p.value().cols()) + " " + L::kName +
+                path + ": the leaf is a " + detail::shape_string(rows, cols) + " " + L::kName +
                 " point, the state was made for " +
                 (rec.stiefel ? "a " + detail::shape_string(rec.rows, rec.cols) + " Stiefel point" : "a matrix"));
+          detail::check_like_leaf(path, "gradient", 0, false, g.value(), rows, cols);
+          (detail::check_like_leaf(path, "moving average", 0, false, e.value(), rows, cols), ...);
           ptr = {p.value().data(), g.value().data(), ema_data(e.value()...)};
         } else {
           bool ok = !rec.stiefel;
           ptree::detail::for_each_block(
               [&](auto& bp, const auto& bg, auto&... be) {
                 if (detail::storage_shape(bp) != std::pair{rec.rows, rec.cols}) ok = false;
+                if (!ok) return;
+                const Eigen::Index rows = ptree::detail::block_rows(bp), cols = ptree::detail::block_cols(bp);
+                detail::check_like_leaf(path, "gradient", 0, false, bg, rows, cols);
+                (detail::check_like_leaf(path, "moving average", 0, false, be, rows, cols), ...);
                 ptr = {detail::block_data(bp), detail::block_data(bg), ema_data(be...)};
               },
               p, g, e...);
@@ -850,10 +907,11 @@ class BasicMuon {
                 " matrix)");
         }
       };
+      // As the fallback's collect: the shapes of the leaves are checked here, the structure above them by the walk.
       if (ema != nullptr) {
-        ptree::for_each(visit, params, grads, *ema);
+        ptree::detail::for_each_own_leaf_shapes(visit, params, grads, *ema);
       } else {
-        ptree::for_each(visit, params, grads);
+        ptree::detail::for_each_own_leaf_shapes(visit, params, grads);
       }
     }
 

@@ -85,6 +85,46 @@ inline std::string shape_string(Eigen::Index rows, Eigen::Index cols) {
   return std::to_string(rows) + "x" + std::to_string(cols);
 }
 
+// Throws StructureError unless block b of the gradient (or moving average) of the leaf at `path` has the leaf's
+// shape, rows x cols.
+template <class B>
+void check_like_leaf(const std::string& path, const char* what, std::size_t block, bool several, const B& b,
+                     Eigen::Index rows, Eigen::Index cols) {
+  const Eigen::Index r = ptree::detail::block_rows(b), c = ptree::detail::block_cols(b);
+  if (r == rows && c == cols) return;
+  const std::string which = several ? " block " + std::to_string(block) : "";
+  throw StructureError(path + ": the " + what + which + " is " + shape_string(r, c) + ", the leaf" + which + " " +
+                       shape_string(rows, cols) + ": it must have the leaf's shape" +
+                       (std::string_view(what) == "gradient" ? " (only a frozen leaf's gradient may be empty)" : ""));
+}
+
+// A frozen leaf's gradient is never read, so it may be empty (every storage block holds no number: a 0 x 0 matrix, a
+// default-constructed manifold point), as a gradient that was never computed is; one of the leaf's own shape is
+// accepted too. Anything else is a mistake, and throws StructureError naming the leaf.
+template <class L>
+void check_frozen_gradient(const std::string& path, const L& p, const L& g) {
+  bool empty = true, same = true;
+  std::size_t blocks = 0, bad = 0;
+  Eigen::Index pr = 0, pc = 0, gr = 0, gc = 0;
+  ptree::detail::for_each_block(
+      [&](const auto& bp, const auto& bg) {
+        const Eigen::Index r = ptree::detail::block_rows(bg), c = ptree::detail::block_cols(bg);
+        if (r * c != 0) empty = false;
+        if (same && (r != ptree::detail::block_rows(bp) || c != ptree::detail::block_cols(bp))) {
+          same = false;
+          bad = blocks;
+          pr = ptree::detail::block_rows(bp), pc = ptree::detail::block_cols(bp), gr = r, gc = c;
+        }
+        ++blocks;
+      },
+      p, g);
+  if (empty || same) return;
+  const std::string which = blocks > 1 ? " block " + std::to_string(bad) : "";
+  throw StructureError(path + ": the gradient" + which + " of this frozen leaf is " + shape_string(gr, gc) +
+                       ", the leaf" + which + " " + shape_string(pr, pc) +
+                       ": a frozen leaf takes an empty gradient (0x0) or one of the leaf's shape");
+}
+
 template <class K>
 double slot_initial_value(const typename K::Options& o, std::size_t slot) {
   if constexpr (requires { K::slot_init(o, slot); }) {
@@ -176,8 +216,44 @@ class Optimizer {
 
   /// The state for params: every leaf's options from rule(path) (default LeafOptions when rule is empty), slots
   /// at their initial values, steppers and sections for manifold leaves, the EMA copy, and the threads' plan.
+  /// Tree must be a ptree::tree; another type stops compilation at ptree's static_assert, which says what to declare.
   template <class Tree>
   OptimizerState<Tree> init(const Tree& params, const LeafRule& rule = {}) const {
+    if constexpr (ptree::tree<Tree>) {
+      return init_tree(params, rule);
+    } else {
+      ptree::detail::not_a_tree<Tree>();
+      return {};
+    }
+  }
+
+  /// One step: params <- the kernel's update of params by grads, leaf by leaf in its geometry. Returns what it
+  /// did. Either every leaf is stepped and the step count advances, or nothing changes (parameters, state and EMA
+  /// bitwise): every check that can fail (the tree against the state, each manifold point's section, the non-finite
+  /// policy) runs before the first write. grads has params' structure; each leaf's gradient has the leaf's shape,
+  /// except that a frozen leaf's may be empty (it is not read: a 0 x 0 matrix, a default-constructed manifold point),
+  /// and any other shape throws StructureError naming the leaf and what was expected. With NonFinitePolicy::skip a
+  /// non-finite value anywhere in the step (a gradient, its lift, the global norm, the kernel's new parameters or
+  /// slots) leaves everything untouched and the report names the leaf and the reason (report.applied is false); with
+  /// raise the same throws NonFiniteGradient. A manifold point outside its manifold's domain (an SPD leaf that is not
+  /// positive definite) throws std::domain_error naming the leaf under every policy, also before anything is written.
+  template <class Tree>
+  StepReport step(Tree& params, const Tree& grads, OptimizerState<Tree>& st) {
+    if constexpr (ptree::tree<Tree>) {
+      detail::NoExtraUnits none;
+      return step_with(params, grads, st, none);
+    } else {
+      ptree::detail::not_a_tree<Tree>();
+      return {};
+    }
+  }
+
+ private:
+  template <class F, bool M>
+  friend class BasicMuon;
+
+  template <class Tree>
+  OptimizerState<Tree> init_tree(const Tree& params, const LeafRule& rule) const {
     using T = ptree::scalar_t<Tree>;
     static_assert(std::is_floating_point_v<T>, "Optimizer::init: the tree's trainable scalar must be float or double");
     OptimizerState<Tree> st;
@@ -194,6 +270,8 @@ class Optimizer {
           detail::LeafRecord rec;
           rec.path = path.str();
           rec.frozen = lo.frozen;
+          rec.lr_scale = lo.lr_scale;
+          rec.weight_decay = lo.weight_decay;
           rec.first_unit = st.units_.size();
           if (!(lo.lr_scale >= 0))
             throw std::invalid_argument(rec.path + ": lr_scale must be >= 0, got " + std::to_string(lo.lr_scale));
@@ -216,6 +294,7 @@ class Optimizer {
               unit.weight_decay = 0;
               unit.retraction =
                   detail::leaf_retraction<L>(rec.path, lo.retraction ? lo.retraction : common_.retraction);
+              rec.retraction = retraction_name(unit.retraction);
               std::unique_ptr<detail::ManifoldStepper<T>> stepper = detail::make_leaf_stepper(leaf, common_.section);
               unit.stepper = static_cast<int>(st.steppers_.size());
               unit.offset = coordinates;
@@ -278,24 +357,6 @@ class Optimizer {
     if (common_.ema_decay > 0) st.ema_.emplace(ptree::cast<T>(params));
     return st;
   }
-
-  /// One step: params <- the kernel's update of params by grads, leaf by leaf in its geometry. Returns what it
-  /// did. Either every leaf is stepped and the step count advances, or nothing changes (parameters, state and EMA
-  /// bitwise): every check that can fail (the tree against the state, each manifold point's section, the non-finite
-  /// policy) runs before the first write. With NonFinitePolicy::skip a non-finite value anywhere in the step (a
-  /// gradient, its lift, the global norm, the kernel's new parameters or slots) leaves everything untouched and the
-  /// report names the leaf and the reason (report.applied is false); with raise the same throws NonFiniteGradient.
-  /// A manifold point outside its manifold's domain (an SPD leaf that is not positive definite) throws
-  /// std::domain_error naming the leaf under every policy, also before anything is written.
-  template <class Tree>
-  StepReport step(Tree& params, const Tree& grads, OptimizerState<Tree>& st) {
-    detail::NoExtraUnits none;
-    return step_with(params, grads, st, none);
-  }
-
- private:
-  template <class F, bool M>
-  friend class BasicMuon;
 
   // The step, with `extra` stepping the leaves this kernel does not (frozen in st; Muon's matrices): its
   // collect(params, grads, ema) runs after st's leaves are found; squared_norm(), first_non_finite() and
@@ -404,8 +465,9 @@ class Optimizer {
   }
 
   // Finds every unit's numbers in params, grads and the EMA tree, checking each leaf's kind and stored shape
-  // against the state's record (grads and the EMA tree are checked against params by the walk). O(leaves), no
-  // allocation unless it throws.
+  // against the state's record, and each gradient (and EMA) leaf against its parameter: the walk checks the trees'
+  // structure above the leaves and leaves their shapes to this visit, so that a frozen leaf's gradient may be empty.
+  // O(leaves), no allocation unless it throws.
   template <class Tree>
   static void collect(Tree& params, const Tree& grads, OptimizerState<Tree>& st) {
     std::size_t leaf = 0;
@@ -415,7 +477,11 @@ class Optimizer {
         throw StructureError("Optimizer::step: the tree has more leaves than the state (" +
                              std::to_string(st.leaves_.size()) + ")");
       const detail::LeafRecord& rec = st.leaves_[leaf++];
-      if (rec.frozen) return;
+      if (rec.frozen) {
+        // Another optimizer's leaf (Muon's) is checked by its collect.
+        if (!rec.external) detail::check_frozen_gradient(rec.path, p, g);
+        return;
+      }
       if constexpr (detail::manifold_leaf<L>) {
         detail::Unit& u = st.units_[rec.first_unit];
         const Eigen::Index rows = p.value().rows(), cols = p.value().cols();
@@ -424,6 +490,8 @@ class Optimizer {
                                " point, the state was made for " +
                                (rec.manifold ? "a " + detail::shape_string(u.rows, u.cols) + " " + rec.kind + " point"
                                              : "a Euclidean leaf"));
+        detail::check_like_leaf(rec.path, "gradient", 0, false, g.value(), rows, cols);
+        (detail::check_like_leaf(rec.path, "moving average", 0, false, e.value(), rows, cols), ...);
         st.pointers_[rec.first_unit] = {p.value().data(), g.value().data(), ema_data(e.value()...)};
       } else {
         if (rec.manifold)
@@ -438,11 +506,14 @@ class Optimizer {
                 throw StructureError(rec.path + ": the leaf has more storage blocks than the state's " +
                                      std::to_string(rec.units));
               const detail::Unit& u = st.units_[unit];
+              const std::size_t block = unit - rec.first_unit;
               if (rows != u.rows || cols != u.cols)
                 throw StructureError(rec.path + ": the leaf's storage" +
-                                     (rec.units > 1 ? " block " + std::to_string(unit - rec.first_unit) : "") + " is " +
+                                     (rec.units > 1 ? " block " + std::to_string(block) : "") + " is " +
                                      detail::shape_string(rows, cols) + ", the state was made for " +
                                      detail::shape_string(u.rows, u.cols));
+              detail::check_like_leaf(rec.path, "gradient", block, rec.units > 1, bg, rows, cols);
+              (detail::check_like_leaf(rec.path, "moving average", block, rec.units > 1, be, rows, cols), ...);
               st.pointers_[unit++] = {detail::block_data(bp), detail::block_data(bg), ema_data(be...)};
             },
             p, g, e...);
@@ -452,9 +523,9 @@ class Optimizer {
       }
     };
     if (st.ema_) {
-      ptree::for_each(visit, params, grads, *st.ema_);
+      ptree::detail::for_each_own_leaf_shapes(visit, params, grads, *st.ema_);
     } else {
-      ptree::for_each(visit, params, grads);
+      ptree::detail::for_each_own_leaf_shapes(visit, params, grads);
     }
     if (leaf != st.leaves_.size())
       throw StructureError("Optimizer::step: the tree has " + std::to_string(leaf) + " leaves, the state " +

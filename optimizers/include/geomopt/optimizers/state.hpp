@@ -20,6 +20,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "geomopt/manifolds/common.hpp"
@@ -33,6 +34,8 @@ template <class Kernel>
 class Optimizer;
 template <class Tree>
 class MuonState;
+template <class Fallback, bool kManifold>
+class BasicMuon;
 
 namespace detail {
 
@@ -40,6 +43,13 @@ namespace detail {
 struct LeafRecord {
   std::string path;
   bool frozen = false;
+  // Frozen here because another optimizer steps it (Muon's leaves in its fallback's state), which checks its gradient.
+  bool external = false;
+  // The rule's options, as for_each_leaf_option reports them: lr_scale, the weight decay the rule set (unset: the
+  // optimizer's), and for a manifold leaf that is not frozen the name of the retraction its steps use.
+  double lr_scale = 1;
+  std::optional<double> weight_decay{};
+  const char* retraction = nullptr;
   bool manifold = false;
   const char* kind = nullptr;       // manifold: the manifold's name (L::kName), checked with the unit's shape each step
   Eigen::Index offset = 0;          // first coordinate
@@ -64,6 +74,17 @@ struct Unit {
   Eigen::Index scratch = 0;  // manifold: first entry of its lifted gradient and update in the scratch vector
 };
 
+// The scalar of a state: the tree's; double for a type that is no tree, where the entry point's static_assert says
+// why, so that naming the state's type fails on nothing else.
+template <class Tree, bool = ptree::tree<Tree>>
+struct StateScalar {
+  using type = ptree::scalar_t<Tree>;
+};
+template <class Tree>
+struct StateScalar<Tree, false> {
+  using type = double;
+};
+
 // Where a unit's numbers are at the current step.
 template <class T>
 struct UnitPointers {
@@ -83,7 +104,7 @@ struct WorkItem {
 template <class Tree>
 class OptimizerState {
  public:
-  using Scalar = ptree::scalar_t<Tree>;
+  using Scalar = typename detail::StateScalar<Tree>::type;
   using Vector = Eigen::Matrix<Scalar, Eigen::Dynamic, 1>;
   using MatrixMap = Eigen::Map<Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic>>;
   using ConstMatrixMap = Eigen::Map<const Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic>>;
@@ -137,6 +158,17 @@ class OptimizerState {
     visit_slots(*this, f);
   }
 
+  /// f(const std::string& path, std::string_view name, value) for each per-leaf option that changes a trajectory, by
+  /// leaf in walk order, as a checkpoint records and checks them: "frozen" (a bool) for every leaf; for a leaf that
+  /// is not frozen "lr_scale" (a double), "weight_decay" (a double) when the rule set one (otherwise the optimizer's
+  /// weight_decay, a hyperparameter, applies), and for a manifold leaf "retraction" (a const char*: the retraction
+  /// its steps use, the rule's or CommonOptions' or the manifold's default). A frozen leaf's other options change
+  /// nothing, so they are not reported.
+  template <class F>
+  void for_each_leaf_option(F&& f) const {
+    for (const auto& leaf : leaves_) visit_leaf_options(leaf, f);
+  }
+
   /// The moving average of the parameters (raw: a manifold leaf holds the average of its points, off the
   /// manifold); nullptr when EMA is off. ema_params() gives it with manifold leaves projected.
   const Tree* ema() const noexcept { return ema_ ? &*ema_ : nullptr; }
@@ -147,6 +179,17 @@ class OptimizerState {
   friend class Optimizer;
   template <class T>
   friend class MuonState;
+  template <class F, bool M>
+  friend class BasicMuon;
+
+  template <class F>
+  static void visit_leaf_options(const detail::LeafRecord& leaf, F& f) {
+    f(leaf.path, std::string_view("frozen"), leaf.frozen);
+    if (leaf.frozen) return;
+    f(leaf.path, std::string_view("lr_scale"), leaf.lr_scale);
+    if (leaf.weight_decay) f(leaf.path, std::string_view("weight_decay"), *leaf.weight_decay);
+    if (leaf.retraction != nullptr) f(leaf.path, std::string_view("retraction"), leaf.retraction);
+  }
 
   template <class Self, class F>
   static void visit_slots(Self& self, F& f) {

@@ -110,7 +110,7 @@ void convert_into(D& d, const S& s, CopiedNodes& copied) {
   } else if constexpr (is_leaf_v<S>) {
     convert_leaf(d, s);
   } else {
-    static_assert_known<S>();
+    not_a_tree<S>();
   }
 }
 

@@ -142,11 +142,16 @@ void flatten_into(V&& v, const Tree& tree) {
 
 template <class U = void, class Tree>
 auto flatten(const Tree& tree) {
-  using S = std::conditional_t<std::is_void_v<U>, scalar_t<Tree>, U>;
-  static_assert(!std::is_void_v<S>, "flatten: the tree has no trainable storage; name a scalar, flatten<double>");
-  detail::flat_vector<S> v(count(tree));
-  flatten_into(v, tree);
-  return v;
+  if constexpr (!ptree::tree<Tree>) {  // qualified: the parameter `tree` hides the concept
+    detail::not_a_tree<Tree>();
+    return detail::flat_vector<double>();
+  } else {
+    using S = std::conditional_t<std::is_void_v<U>, scalar_t<Tree>, U>;
+    static_assert(!std::is_void_v<S>, "flatten: the tree has no trainable storage; name a scalar, flatten<double>");
+    detail::flat_vector<S> v(count(tree));
+    flatten_into(v, tree);
+    return v;
+  }
 }
 
 template <class Tree, class V>

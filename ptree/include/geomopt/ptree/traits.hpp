@@ -139,14 +139,15 @@ template <class T>
 inline constexpr bool is_leaf_v =
     kind_v<T> == Kind::eigen_leaf || kind_v<T> == Kind::scalar_leaf || kind_v<T> == Kind::protocol_leaf;
 
-template <class T>
-void static_assert_known() {
-  static_assert(kind_v<T> != Kind::unknown,
-                "geomopt::ptree: this type is neither a branch nor a leaf of a parameter tree. Make it a branch with "
-                "GEOMOPT_PTREE(members...) inside it (or GEOMOPT_PTREE_EXTERNAL at global scope), or a structured "
-                "leaf by defining, in its namespace, free_parameters(L&) and free_parameters(const L&) (returning "
-                "its storage) and rebuild(const L& prototype, Storage&& data).");
-}
+// The two messages for a type that is no tree, each written once: the compiler shows whichever applies first.
+#define GEOMOPT_PTREE_DETAIL_UNKNOWN_NODE                                                                      \
+  "geomopt::ptree: this type is neither a branch nor a leaf of a parameter tree. Make it a branch with "       \
+  "GEOMOPT_PTREE(members...) inside it (or GEOMOPT_PTREE_EXTERNAL at global scope), or a structured leaf by "  \
+  "defining, in its namespace, free_parameters(L&) and free_parameters(const L&) (returning its storage) and " \
+  "rebuild(const L& prototype, Storage&& data)."
+#define GEOMOPT_PTREE_DETAIL_UNTRAINABLE_LEAF                                                                   \
+  "geomopt::ptree: a trainable leaf must have a floating-point (or dual-number) scalar; wrap integer and bool " \
+  "leaves in geomopt::ptree::Buffer<> to make them non-trainable"
 
 // ---- storage blocks -------------------------------------------------------------------------------------------
 
@@ -333,9 +334,7 @@ struct scalar_of<std::variant<Ts...>, Kind::variant> {
 
 template <class S>
 struct trainable_scalar {
-  static_assert(real_scalar<S>,
-                "geomopt::ptree: a trainable leaf must have a floating-point (or dual-number) scalar; wrap integer and "
-                "bool leaves in geomopt::ptree::Buffer<> to make them non-trainable");
+  static_assert(real_scalar<S>, GEOMOPT_PTREE_DETAIL_UNTRAINABLE_LEAF);
   using type = S;
 };
 
@@ -355,11 +354,7 @@ struct scalar_of<T, Kind::protocol_leaf> : trainable_scalar<typename block_scala
 
 template <class T>
 struct scalar_of<T, Kind::unknown> {
-  static_assert(always_false<T>,
-                "geomopt::ptree: this type is neither a branch nor a leaf of a parameter tree. Make it a branch with "
-                "GEOMOPT_PTREE(members...) inside it (or GEOMOPT_PTREE_EXTERNAL at global scope), or a structured "
-                "leaf by defining, in its namespace, free_parameters(L&) and free_parameters(const L&) and "
-                "rebuild(const L& prototype, Storage&& data).");
+  static_assert(always_false<T>, GEOMOPT_PTREE_DETAIL_UNKNOWN_NODE);
   using type = void;
 };
 
@@ -395,11 +390,126 @@ template <class... Ts>
 struct has_shared<std::variant<Ts...>, Kind::variant>
     : std::bool_constant<any_of_v<has_shared<bare<Ts>>::value...>> {};
 
+// Whether every node of T is a branch or a leaf and every trainable leaf has a real scalar: the recursion of
+// scalar_of without its static_asserts, so that an entry point can ask and stop (ptree::tree, not_a_tree).
+template <bool... B>
+inline constexpr bool all_of_v = !any_of_v<!B...>;
+
+template <class T, Kind K = kind_v<T>>
+struct well_formed : std::false_type {};  // Kind::unknown
+template <class... Ts>
+constexpr bool all_well_formed(children<Ts...>*) {
+  return all_of_v<well_formed<bare<Ts>>::value...>;
+}
+template <class T>
+struct well_formed<T, Kind::struct_branch>
+    : std::bool_constant<all_well_formed(static_cast<typename T::ptree_children*>(nullptr))> {};
+template <class T>
+struct well_formed<T, Kind::external_branch>
+    : std::bool_constant<all_well_formed(static_cast<typename external<T>::ptree_children*>(nullptr))> {};
+template <class T>
+struct well_formed<T, Kind::vector> : well_formed<bare<typename T::value_type>> {};
+template <class T>
+struct well_formed<T, Kind::array> : well_formed<bare<typename T::value_type>> {};
+template <class T>
+struct well_formed<T, Kind::optional> : well_formed<bare<typename T::value_type>> {};
+template <class T>
+struct well_formed<T, Kind::map> : well_formed<bare<typename T::mapped_type>> {};
+template <class T>
+struct well_formed<T, Kind::shared> : well_formed<bare<typename T::element_type>> {};
+template <class... Ts>
+struct well_formed<std::tuple<Ts...>, Kind::tuple> : std::bool_constant<all_of_v<well_formed<bare<Ts>>::value...>> {};
+template <class A, class B>
+struct well_formed<std::pair<A, B>, Kind::tuple>
+    : std::bool_constant<well_formed<bare<A>>::value && well_formed<bare<B>>::value> {};
+template <class... Ts>
+struct well_formed<std::variant<Ts...>, Kind::variant>
+    : std::bool_constant<all_of_v<well_formed<bare<Ts>>::value...>> {};
+template <class T>
+struct well_formed<T, Kind::buffer> : std::true_type {};
+template <class T>
+struct well_formed<T, Kind::eigen_leaf> : std::bool_constant<real_scalar<typename T::Scalar>> {};
+template <class T>
+struct well_formed<T, Kind::scalar_leaf> : std::bool_constant<real_scalar<T>> {};
+template <class T>
+struct well_formed<T, Kind::protocol_leaf>
+    : std::bool_constant<real_scalar<typename block_scalars<blocks_t<T>>::type>> {};
+
 }  // namespace detail
 
 /// The promoted scalar of all trainable storage of Tree; void when there is none.
 template <class Tree>
 using scalar_t = typename detail::scalar_of<detail::bare<Tree>>::type;
+
+/// A parameter tree: every node of T is a branch (GEOMOPT_PTREE, GEOMOPT_PTREE_EXTERNAL, a standard container) or a
+/// leaf, and every trainable leaf has a floating-point or dual-number scalar.
+template <class T>
+concept tree = detail::well_formed<detail::bare<T>>::value;
+
+namespace detail {
+
+// Why T is no tree: its first child in walk order that is no tree, followed down to an unknown type or a trainable
+// leaf whose scalar is not real. Only ever instantiated for a type that is no tree.
+template <class T, Kind K = kind_v<T>>
+struct culprit {
+  using type = T;  // a leaf or an unknown type
+};
+template <class... Ts>
+struct first_culprit {
+  static constexpr std::size_t index = [] {
+    constexpr bool good[] = {well_formed<bare<Ts>>::value..., false};
+    std::size_t i = 0;
+    while (good[i]) ++i;
+    return i;
+  }();
+  using type = typename culprit<bare<std::tuple_element_t<index, std::tuple<Ts...>>>>::type;
+};
+template <class C>
+struct culprit_of_children;
+template <class... Ts>
+struct culprit_of_children<children<Ts...>> : first_culprit<Ts...> {};
+template <class T>
+struct culprit<T, Kind::struct_branch> : culprit_of_children<typename T::ptree_children> {};
+template <class T>
+struct culprit<T, Kind::external_branch> : culprit_of_children<typename external<T>::ptree_children> {};
+template <class T>
+struct culprit<T, Kind::vector> : culprit<bare<typename T::value_type>> {};
+template <class T>
+struct culprit<T, Kind::array> : culprit<bare<typename T::value_type>> {};
+template <class T>
+struct culprit<T, Kind::optional> : culprit<bare<typename T::value_type>> {};
+template <class T>
+struct culprit<T, Kind::map> : culprit<bare<typename T::mapped_type>> {};
+template <class T>
+struct culprit<T, Kind::shared> : culprit<bare<typename T::element_type>> {};
+template <class... Ts>
+struct culprit<std::tuple<Ts...>, Kind::tuple> : first_culprit<Ts...> {};
+template <class A, class B>
+struct culprit<std::pair<A, B>, Kind::tuple> : first_culprit<A, B> {};
+template <class... Ts>
+struct culprit<std::variant<Ts...>, Kind::variant> : first_culprit<Ts...> {};
+
+// The static_assert for culprit C: one instantiation per culprit, so the entry points and walks that meet it report
+// it once.
+template <class C>
+void culprit_message() {
+  if constexpr (kind_v<C> == Kind::unknown) {
+    static_assert(always_false<C>, GEOMOPT_PTREE_DETAIL_UNKNOWN_NODE);
+  } else {
+    static_assert(always_false<C>, GEOMOPT_PTREE_DETAIL_UNTRAINABLE_LEAF);
+  }
+}
+
+/// What an entry point (Optimizer::init and step, flatten, save, a walk meeting an unknown node, ...) does with a type
+/// that is no tree, in the branch of `if constexpr (ptree::tree<Tree>)` that is compiled then: the static_assert
+/// naming the offending type (the culprit, in the compiler's note) and what to declare. Nothing else is compiled for
+/// the type, so this is the compiler's first error and its only one.
+template <class T>
+void not_a_tree() {
+  culprit_message<typename culprit<bare<T>>::type>();
+}
+
+}  // namespace detail
 
 // ---- rebind ---------------------------------------------------------------------------------------------------
 

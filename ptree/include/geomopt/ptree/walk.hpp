@@ -28,9 +28,9 @@
 namespace geomopt::ptree {
 namespace detail {
 
-template <class Sel, class V, class... T>
+template <class Sel, LeafShapes kLeaves = LeafShapes::checked, class V, class... T>
 void walk(V& visitor, T&... trees) {
-  check_shapes(std::as_const(trees)...);
+  check_shapes<kLeaves>(std::as_const(trees)...);
   Walker<Sel, V, bare<T>...> w(visitor, trees...);
   w.node(trees...);
 }
@@ -62,6 +62,15 @@ struct MapIntoLeaf {
     d = f(s...);
   }
 };
+
+// for_each over the trainable leaves, with the rows and columns of the leaves of trees 1... left to f: everything
+// above the leaves (and every buffer) is checked as usual. For the optimizers, whose frozen leaves may take an empty
+// gradient and which check every other leaf against their state.
+template <class F, class... T>
+void for_each_own_leaf_shapes(F&& f, T&&... trees) {
+  ForEachLeaf<F> v{f};
+  walk<params_t, LeafShapes::by_visitor>(v, trees...);
+}
 
 template <class Op, class Acc>
 struct FoldLeaf {

@@ -187,8 +187,12 @@ template <class Tree>
 GroupView describe(const Tree& tree, std::string group) {
   GroupView g;
   g.group = std::move(group);
-  Describer d{&g, {}};
-  ptree::detail::walk<ptree::all_t>(d, tree);
+  if constexpr (ptree::tree<Tree>) {
+    Describer d{&g, {}};
+    ptree::detail::walk<ptree::all_t>(d, tree);
+  } else {
+    ptree::detail::not_a_tree<Tree>();
+  }
   return g;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -31,7 +32,10 @@ struct BlockView {
 struct LeafView {
   std::string path;                   ///< dotted
   std::vector<std::string> segments;  ///< one HDF5 link name per segment
-  bool trainable = true;
+  bool trainable = true;              ///< false: a buffer
+  /// A parameter the checkpoint's optimizer does not step (LeafOptions::frozen): saved with trainable = false and
+  /// frozen = true; loaded and checked like any parameter.
+  bool frozen = false;
   bool structured = false;  ///< a group of blocks with a type attribute, not a dataset
   std::string type;         ///< structured: the leaf's type name ("SymmetricMatrix")
   std::vector<std::pair<std::string, std::int64_t>> metadata;  ///< structured: n, N, ...
@@ -55,7 +59,9 @@ struct GroupView {
   std::vector<LeafView> leaves;
   std::vector<AliasView> aliases;
   /// Saved as the group's attributes. On load, `required` ones must be equal (always an error), the others must be
-  /// equal in a strict load and are reported as differences otherwise.
+  /// equal in a strict load and are reported as differences otherwise. An attribute of one leaf (a checkpoint's
+  /// per-leaf options) is named leaf_attribute(path, name) and follows the same rule; those of the file that the
+  /// view lacks, for the view's leaves, differ too; a file with none of them predates them and is not compared.
   std::vector<std::pair<std::string, Attribute>> attributes;
   std::vector<std::string> required;
   /// On load, attributes that must be integers from 0 to the bound (a checkpoint's step count): a value of another
@@ -69,6 +75,12 @@ struct GroupView {
   /// A checkpoint's parameters: manifold points must lie on their manifold (a moving average of points need not).
   bool check_points = false;
 };
+
+/// The name of the attribute `name` of leaf `path` among a group's attributes: "<path>:<name>". The group's own
+/// attributes have no ':', and `name` has none, so the last ':' splits the two.
+inline std::string leaf_attribute(const std::string& path, std::string_view name) {
+  return path + ":" + std::string(name);
+}
 
 /// The attributes of each group read, in the order of the views.
 using GroupAttributes = std::vector<std::vector<std::pair<std::string, Attribute>>>;

@@ -7,9 +7,10 @@
 //   to_ambient(X, c) = F W F^T          lift(X, G) = svec(F^T sym(G) F)   (the whitened Riemannian gradient
 //                                                                          F^-1 (X sym(G) X) F^-T)
 //   second_order  R_X(c) = X + U + U X^-1 U / 2 = F (I + W + W^2 / 2) F^T, positive definite for every W, since
-//                 I + W + W^2 / 2 = ((I + W)^2 + I) / 2; the default. Retraction::cayley is accepted for it, a
-//                 deprecated name kept for existing code.
-//   geodesic      the exponential map R_X(c) = F exp(W) F^T.
+//                 I + W + W^2 / 2 = ((I + W)^2 + I) / 2; the default of this file's free retract and
+//                 inverse_retract. Retraction::cayley is accepted for it, a deprecated name kept for existing code.
+//   geodesic      the exponential map R_X(c) = F exp(W) F^T; SPD's default_retraction (kRetractions[0]), which the
+//                 optimizers, the solvers and CeresManifold take when none is set.
 // Both are O(n^3) per step: two products for lift, three for to_ambient and retract, plus the core M of the step.
 //
 // A transported section moves as F <- F M^(1/2) (F exp(W / 2) for the exponential map, the parallel transport of

@@ -2,7 +2,9 @@
 //
 // Shape means: sequence lengths, optional presence, map keys, variant alternatives, which shared nodes repeat
 // which, and the rows and columns of every storage block (buffers included). The first difference throws
-// StructureError naming its path; nothing is modified, since the check runs before the walk proper.
+// StructureError naming its path; nothing is modified, since the check runs before the walk proper. A walk may leave
+// the rows and columns of trainable leaves to its visitor (LeafShapes::by_visitor): an optimizer, whose frozen
+// leaves may take an empty gradient, checks each leaf against what it expects there.
 #pragma once
 
 #include <string>
@@ -75,12 +77,19 @@ std::string tie_description(const Tree& tree, const std::string& path) {
                        std::to_string(rows ? r : c) + " in tree " + std::to_string(i));
 }
 
+// Who checks the rows and columns of the trainable leaves of trees 1... in a multi-tree walk.
+enum class LeafShapes {
+  checked,     ///< the structure check, like everything else
+  by_visitor,  ///< the walk's visitor, leaf by leaf (buffers are still checked)
+};
+
 // Compares tree 0 with tree `index` (a run-time number, only for messages): one instantiation per pair of tree
 // types, shared by the walks of every arity.
-template <class T0, class T1>
+template <class T0, class T1, LeafShapes kLeaves = LeafShapes::checked>
 struct ShapeCheck {
   static constexpr bool kPaths = true;
   static constexpr bool kAllTies = true;
+  static constexpr bool kBufferHook = true;
   const T0& root0;
   const T1& root1;
   std::size_t index;
@@ -112,6 +121,14 @@ struct ShapeCheck {
   }
   template <class L0, class L1>
   void leaf(const Path& path, const L0& l0, const L1& l1) {
+    if constexpr (kLeaves == LeafShapes::checked) compare_leaf(path, l0, l1);
+  }
+  template <class L0, class L1>
+  void buffer(const Path& path, const L0& l0, const L1& l1) {
+    compare_leaf(path, l0, l1);
+  }
+  template <class L0, class L1>
+  void compare_leaf(const Path& path, const L0& l0, const L1& l1) {
     auto&& b0 = blocks(l0);
     auto&& b1 = blocks(l1);
     constexpr std::size_t nb = std::tuple_size_v<bare<decltype(b0)>>;
@@ -129,18 +146,18 @@ struct ShapeCheck {
 
 // Throws StructureError unless `tree` (tree number `index` of a walk) has the shape of `tree0`. Not inlined: every
 // walk over the same tree types shares one copy.
-template <class T0, class T1>
+template <LeafShapes kLeaves, class T0, class T1>
 [[gnu::noinline]] void check_shape(const T0& tree0, const T1& tree, std::size_t index) {
-  ShapeCheck<T0, T1> check{tree0, tree, index};
-  Walker<all_t, ShapeCheck<T0, T1>, T0, T1> w(check, tree0, tree);
+  ShapeCheck<T0, T1, kLeaves> check{tree0, tree, index};
+  Walker<all_t, ShapeCheck<T0, T1, kLeaves>, T0, T1> w(check, tree0, tree);
   w.node(tree0, tree);
 }
 
 // Throws StructureError unless every tree has the shape of the first: tree 0 against each other tree in turn.
-template <class T0, class... Ts>
+template <LeafShapes kLeaves = LeafShapes::checked, class T0, class... Ts>
 void check_shapes(const T0& t0, const Ts&... ts) {
   std::size_t index = 1;
-  (check_shape(t0, ts, index++), ...);
+  (check_shape<kLeaves>(t0, ts, index++), ...);
 }
 
 }  // namespace geomopt::ptree::detail

@@ -201,12 +201,12 @@ class Walker {
       }
     } else if constexpr (is_leaf_v<T>) {
       if constexpr (Sel::kParams) {
-        static_assert(!std::is_void_v<scalar_t<T>>);  // rejects integer leaves outside a Buffer, with a message
-        if constexpr (kPaths) visitor_.leaf(path_, n...);
+        if constexpr (!tree<T>) not_a_tree<T>();  // an integer leaf outside a Buffer
+        else if constexpr (kPaths) visitor_.leaf(path_, n...);
         else visitor_.leaf(n...);
       }
     } else {
-      static_assert_known<T>();
+      not_a_tree<T>();
     }
   }
 
