@@ -9,9 +9,9 @@
 //   - Procrustes on SO(3): the SVD solution, with and without the determinant correction;
 //   - |A - W1 W2^T A|_F over St(20, 3)^2: the best rank-3 error (Eckart-Young);
 //   - a tree of a Stiefel, a packed symmetric and a Euclidean leaf;
-// then the options' validation, the callbacks and the summary. The Euclidean gradients are checked by central
-// differences before any solver relies on them. Costs are passed as std::function, so each tree type instantiates
-// the solver once.
+// then the options' validation, the callbacks and the summary, and minimize's refusal of a gradient leaf the cost
+// leaves unwritten. The Euclidean gradients are checked by central differences before any solver relies on them.
+// Costs are passed as std::function, so each tree type instantiates the solver once.
 #include <doctest/doctest.h>
 
 #include <Eigen/Eigenvalues>
@@ -695,6 +695,54 @@ TEST_CASE("Trust region with the user's Hessian: the mixed tree's optimum, no co
   MESSAGE(fd.BriefReport());
   CHECK(fd.num_hessian_evaluations == 0);
   CHECK(fd.num_cost_evaluations > fd.num_iterations() + 1);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// A leaf the cost (or the Hessian-vector product) leaves unwritten: minimize fills the gradient with a NaN no
+// arithmetic makes before each call and throws std::invalid_argument naming the first leaf still holding it, with x
+// as it was. Without that the leaf would pass for a gradient with whatever the tree last held.
+
+TEST_CASE("minimize throws naming a gradient leaf the cost leaves unwritten, and a Hessian leaf likewise") {
+  geomopt::Rng rng(kSeed);
+  const MixedProblem problem(rng);
+  const Mixed start{geomopt::Stiefel<double>::random_point(rng, 20, 5),
+                    geomopt::SymmetricMatrix<double>::from_dense(gaussian(rng, 4, 4)), Vector::Zero(6)};
+  // Every leaf but `skipped`, from a full evaluation.
+  auto write_but = [](const Mixed& full, Mixed* g, const std::string& skipped) {
+    if (skipped != "X") g->X = full.X;
+    if (skipped != "S") g->S = full.S;
+    if (skipped != "v") g->v = full.v;
+  };
+  for (const std::string skipped : {"X", "S", "v"}) {
+    INFO("unwritten leaf " << skipped);
+    const Cost<Mixed> cost = [&](const Mixed& p, Mixed* g) {
+      Mixed full = p;
+      const double f = problem.evaluate(p, &full);
+      if (g != nullptr) write_but(full, g, skipped);
+      return f;
+    };
+    for (const SolverMethod method : {SolverMethod::lbfgs, SolverMethod::trust_region}) {
+      Mixed x = start;
+      CHECK_THROWS_WITH_AS(geomopt::minimize(cost, x, options_for(method, 1e-9, 100)),
+                           ("minimize: the cost did not write the gradient of leaf '" + skipped + "'").c_str(),
+                           std::invalid_argument);
+      CHECK(x.X.value() == start.X.value());
+      CHECK(x.S.storage() == start.S.storage());
+    }
+    const Cost<Mixed> full_cost = [&](const Mixed& p, Mixed* g) { return problem.evaluate(p, g); };
+    auto hessian = [&](const Mixed&, const Mixed& xi, Mixed* hv) {
+      Mixed full = xi;
+      full.X.value() = 2 * problem.brockett.a * xi.X.value() * problem.brockett.weights.asDiagonal();
+      full.S = geomopt::SymmetricMatrix<double>::from_storage(xi.S.pullback(2 * xi.S.dense()));
+      full.v = 2 * xi.v;
+      write_but(full, hv, skipped);
+    };
+    Mixed x = start;
+    CHECK_THROWS_WITH_AS(geomopt::minimize(full_cost, hessian, x, options_for(SolverMethod::trust_region, 1e-9, 100)),
+                         ("minimize: the Hessian-vector product did not write leaf '" + skipped + "'").c_str(),
+                         std::invalid_argument);
+    CHECK(x.X.value() == start.X.value());
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
