@@ -4,6 +4,7 @@
 //   double cost(const Tree& x, Tree* egrad);   // f(x); fills *egrad with the Euclidean gradient when egrad != nullptr
 //   geomopt::SolverOptions options;            // method, tolerances, line search, memory, retraction, callbacks
 //   geomopt::SolverSummary summary = geomopt::minimize(cost, x, options);   // x updated in place
+//   geomopt::DerivativeCheck check = geomopt::check_gradient(cost, x);      // first: is egrad right?
 //
 // Every method works in the tree's global tangent coordinates (detail/tree_geometry.hpp): the Riemannian gradient's
 // coordinates in the orthonormal frame of each leaf's global section, so inner products are dot products, and a
@@ -26,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "geomopt/optimizers/check_gradient.hpp"
 #include "geomopt/optimizers/detail/tree_geometry.hpp"
 #include "geomopt/optimizers/solver_types.hpp"
 

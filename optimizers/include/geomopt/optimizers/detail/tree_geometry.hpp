@@ -12,7 +12,7 @@
 //
 // A tree in the layout of a gradient (storage blocks of Euclidean and packed leaves, ambient matrices of manifold
 // leaves) can be marked unwritten before the user's code fills it: every entry then holds unwritten_mark<T>(), and
-// first_unwritten names the first leaf where one still does (minimize).
+// first_unwritten names the first leaf where one still does (minimize, check_gradient).
 #pragma once
 
 #include <Eigen/Core>
@@ -222,6 +222,51 @@ class TreeGeometry {
     return found;
   }
 
+  /// The Euclidean inner product of two trees in the layout of a gradient: the sum over storage blocks and manifold
+  /// leaves' ambient matrices of the entry-wise products, in double.
+  double ambient_dot(const Tree& a, const Tree& b) const {
+    double sum = 0;
+    for_each_unit([&](const Unit& u, const T* pa, const T* pb) { sum += dot(pa, pb, u.rows * u.cols); }, a, b);
+    return sum;
+  }
+
+  /// <egrad, c''(0)>, c(t) = R_x(t v) the retraction curve, from plus = R_x(h v) and minus = R_x(-h v) (as tangent
+  /// leaves them): on manifold leaves the central second difference (plus - 2 x + minus) / h^2 of the curve (error
+  /// O(h^2), rounding O(epsilon / h^2)); on storage leaves nothing, since their curve is the line x + t v.
+  double acceleration_dot(const Tree& x, const Tree& egrad, const Tree& plus, const Tree& minus, double h) const {
+    double sum = 0;
+    for_each_unit(
+        [&](const Unit& u, const T* px, const T* pe, const T* pp, const T* pm) {
+          if (u.stepper < 0) return;
+          using Map = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>;
+          const Eigen::Index n = u.rows * u.cols;
+          sum += (Map(pp, n).template cast<double>() - 2 * Map(px, n).template cast<double>() +
+                  Map(pm, n).template cast<double>())
+                     .dot(Map(pe, n).template cast<double>());
+        },
+        x, egrad, plus, minus);
+    return sum / (h * h);
+  }
+
+  /// A leaf's range of the global coordinates: its path, first coordinate and tangent dimension (a packed leaf's
+  /// storage blocks together).
+  struct LeafSpan {
+    std::string path;
+    Eigen::Index offset = 0, size = 0;
+  };
+  /// Every leaf's span, in walk order.
+  std::vector<LeafSpan> leaves() const {
+    std::vector<LeafSpan> out;
+    for (const Unit& u : units_) {
+      if (!out.empty() && out.back().path == u.path && out.back().offset + out.back().size == u.offset) {
+        out.back().size += u.size;
+      } else {
+        out.push_back({u.path, u.offset, u.size});
+      }
+    }
+    return out;
+  }
+
   void retract(Tree& x, const Vector& delta) {
     std::size_t k = 0;
     ptree::for_each(
@@ -229,6 +274,9 @@ class TreeGeometry {
           using L = std::remove_cvref_t<decltype(p)>;
           if constexpr (manifold_leaf<L>) {
             const Unit& u = next(k, p.value().rows(), p.value().cols());
+            // R_x(0) = x to the bit, where a manifold's retraction of 0 may round: a difference along one leaf
+            // (check_gradient's, divided by h^2) must not see the others move.
+            if (delta.segment(u.offset, u.size).isZero(0)) return;
             ManifoldStepper<T>& s = *steppers_[static_cast<std::size_t>(u.stepper)];
             buffer_.head(u.size) = delta.segment(u.offset, u.size).template cast<T>();
             s.forget_point();
@@ -291,6 +339,11 @@ class TreeGeometry {
         },
         trees...);
     finish(k);
+  }
+
+  static double dot(const T* a, const T* b, Eigen::Index n) {
+    using Map = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>;
+    return Map(a, n).template cast<double>().dot(Map(b, n).template cast<double>());
   }
 
   std::vector<Unit> units_;
