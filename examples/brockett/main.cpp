@@ -2,9 +2,10 @@
 // minimiser of Brockett's cost f(Y) = tr(Y^T A Y D), D = diag(p, ..., 1), over the Stiefel manifold St(N, p). With
 // distinct weights the minimiser is not just a basis of the invariant subspace but the eigenvectors themselves, in
 // order, up to sign: column i pairs weight p + 1 - i with the i-th smallest eigenvalue. geomopt::minimize solves it
-// (L-BFGS, and the trust region with the Euclidean Hessian-vector product 2 A V D), and the result is checked against
-// Eigen's SelfAdjointEigenSolver: Ritz values, eigenvector angles, the subspace angle, |Y^T Y - I|. Exits 1 when a
-// check fails, 2 on bad arguments. docs/examples.md shows a run; CTest runs it with --quick.
+// (L-BFGS, and the trust region with the Euclidean Hessian-vector product 2 A V D), after geomopt::check_gradient and
+// check_hessian have passed the hand-written derivatives at the start, and the result is checked against Eigen's
+// SelfAdjointEigenSolver: Ritz values, eigenvector angles, the subspace angle, |Y^T Y - I|. Exits 1 when a check
+// fails, 2 on bad arguments. docs/examples.md shows a run; CTest runs it with --quick.
 //
 //   brockett [--n N] [--p P] [--method lbfgs|trust_region|cg|gd|bfgs|all] [--seed S] [--quick]
 #include <Eigen/Eigenvalues>
@@ -112,6 +113,14 @@ int main(int argc, char** argv) {
                      geomopt::Stiefel<double>* hv) { hv->value() = 2 * A * xi.value() * weights.asDiagonal(); };
 
   const auto start = geomopt::Stiefel<double>::random_point(rng, N, p);
+  // The derivatives against the cost's own values, before any solver relies on them.
+  const geomopt::DerivativeCheck gradient_check = geomopt::check_gradient(cost, start);
+  const geomopt::DerivativeCheck hessian_check = geomopt::check_hessian(cost, hessian, start);
+  std::printf("%s\n%s\n\n", gradient_check.BriefReport().c_str(), hessian_check.BriefReport().c_str());
+  if (!gradient_check.passed || !hessian_check.passed) {
+    std::printf("%s%s\nsome checks FAILED\n", gradient_check.FullReport().c_str(), hessian_check.FullReport().c_str());
+    return 1;
+  }
   bool all_passed = true;
   for (const geomopt::SolverMethod method : methods) {
     geomopt::SolverOptions options;

@@ -7,8 +7,9 @@
 //               symmetric square root, where the cost goes through a Cholesky factor), det X = (prod_i det A_i)^(1/K),
 //               and the harmonic-arithmetic sandwich (sum_i A_i^-1 / K)^-1 <= X <= sum_i A_i / K (Loewner order).
 // Each case also prints the distances from the Karcher mean to the arithmetic and log-Euclidean means, and their
-// costs, which the Karcher mean must not exceed. Exits 1 when a check fails, 2 on bad arguments. docs/examples.md
-// shows a run; CTest runs it with --quick.
+// costs, which the Karcher mean must not exceed; before solving, geomopt::check_gradient checks the hand-written
+// gradient at the start. Exits 1 when a check fails, 2 on bad arguments. docs/examples.md shows a run; CTest runs it
+// with --quick.
 //
 //   karcher_mean [--n N] [--k K] [--method lbfgs|trust_region|cg|gd|bfgs] [--seed S] [--quick]
 #include <Eigen/Dense>
@@ -127,14 +128,19 @@ bool run(const Case& c, geomopt::SolverMethod method) {
     return karcher_cost(c.points, x.value(), egrad != nullptr ? &egrad->value() : nullptr);
   };
   geomopt::SPD<double> X(arithmetic);  // the natural first guess
+  const geomopt::DerivativeCheck check = geomopt::check_gradient(cost, X);
+  if (!check.passed) {
+    std::printf("%s: the gradient fails its check\n%s\n", c.name.c_str(), check.FullReport().c_str());
+    return false;
+  }
   geomopt::SolverOptions options;
   options.method = method;
   options.gradient_tolerance = 1e-12;
   options.max_iterations = 5000;
   const geomopt::SolverSummary summary = geomopt::minimize(cost, X, options);
   const Matrix& x = X.value();
-  std::printf("%s: K = %td SPD(%td) matrices\n%s\n", c.name.c_str(), static_cast<Eigen::Index>(c.points.size()), n,
-              summary.BriefReport().c_str());
+  std::printf("%s: K = %td SPD(%td) matrices\n%s\n%s\n", c.name.c_str(), static_cast<Eigen::Index>(c.points.size()),
+              n, check.BriefReport().c_str(), summary.BriefReport().c_str());
 
   bool passed = summary.IsSolutionUsable() && geomopt::check(X) < 1e-12;
   if (c.reference.size() > 0) {

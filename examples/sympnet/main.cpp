@@ -5,8 +5,8 @@
 // symmetric S: with J its Jacobian, J^T Omega J = Omega. Products of such maps reach the whole symplectic group, so
 // the network can represent the exact flow of a linear Hamiltonian system, and whatever it learns is a symplectic
 // map. Trained with geomopt::Adam on one-step pairs (x_t, x_t+dt) of exact trajectories, with gradients by hand
-// (backpropagation through the layers, storage gradients by SymmetricMatrix::pullback, checked against central
-// differences at the start), it is compared with a dense linear map W trained the same way. The report gives the
+// (backpropagation through the layers, storage gradients by SymmetricMatrix::pullback, checked by
+// geomopt::check_gradient at the start), it is compared with a dense linear map W trained the same way. The report gives the
 // training loss, the one-step test error, the symplecticity defect |J^T Omega J - Omega|_F of each learned map, and
 // the energy drift max_k |H(x_k) - H(x_0)| / H(x_0) of long rollouts: bounded for the symplectic map; for the free
 // one, whose eigenvalues are off the unit circle, larger late in the rollout and as a rule growing. Exits 1 when one
@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <geomopt/optimizers.hpp>
+#include <geomopt/optimizers/check_gradient.hpp>
 #include <numeric>
 #include <random>
 #include <stdexcept>
@@ -200,24 +201,11 @@ Matrix jacobian(const SympNet<double>& net, Eigen::Index d) {
 }
 Matrix jacobian(const DenseMap<double>& map, Eigen::Index) { return map.W; }
 
-// max |hand - central difference| / max |hand| over every stored parameter.
+// The hand gradient of the loss on (x, y) at model, by geomopt::check_gradient in the form a stochastic optimizer's
+// loss has: it writes the gradient into grads and returns the loss.
 template <class Model>
-double gradient_check(Model model, const Matrix& x, const Matrix& y) {
-  Model grads = model;
-  loss(model, x, y, &grads);
-  const Vector hand = geomopt::ptree::flatten(grads);
-  Vector theta = geomopt::ptree::flatten(model), numeric(theta.size());
-  const double h = 1e-6;
-  for (Eigen::Index i = 0; i < theta.size(); ++i) {
-    const double saved = theta[i];
-    theta[i] = saved + h;
-    const double plus = loss(geomopt::ptree::unflatten(model, theta), x, y, nullptr);
-    theta[i] = saved - h;
-    const double minus = loss(geomopt::ptree::unflatten(model, theta), x, y, nullptr);
-    theta[i] = saved;
-    numeric[i] = (plus - minus) / (2 * h);
-  }
-  return (hand - numeric).cwiseAbs().maxCoeff() / hand.cwiseAbs().maxCoeff();
+geomopt::DerivativeCheck gradient_check(const Model& model, const Matrix& x, const Matrix& y) {
+  return geomopt::check_gradient([&](const Model& m, Model& grads) { return loss(m, x, y, &grads); }, model);
 }
 
 struct Pairs {
@@ -358,11 +346,12 @@ int main(int argc, char** argv) {
   for (Eigen::Index i = 0; i < dense.W.size(); ++i) dense.W(i) += small(rng);
 
   const Matrix check_x = train_set.x.leftCols(32), check_y = train_set.y.leftCols(32);
-  const double net_check = gradient_check(net, check_x, check_y);
-  const double dense_check = gradient_check(dense, check_x, check_y);
-  std::printf("hand gradients against central differences: SympNet %.1e, dense %.1e (max error / max entry)\n",
-              net_check, dense_check);
-  require(net_check < 1e-6 && dense_check < 1e-6, "a hand gradient disagrees with central differences");
+  const geomopt::DerivativeCheck net_check = gradient_check(net, check_x, check_y);
+  const geomopt::DerivativeCheck dense_check = gradient_check(dense, check_x, check_y);
+  std::printf("SympNet: %s\ndense W: %s\n", net_check.BriefReport().c_str(), dense_check.BriefReport().c_str());
+  require(net_check.passed && dense_check.passed, "a hand gradient fails check_gradient");
+  if (!net_check.passed || !dense_check.passed)
+    std::printf("%s%s", net_check.FullReport().c_str(), dense_check.FullReport().c_str());
 
   const Trained a = train(net, system, train_set, test_set, args, rng);
   const Trained b = train(dense, system, train_set, test_set, args, rng);
