@@ -138,8 +138,9 @@ AttentionNet make_attention(geomopt::Rng& rng, Eigen::Index d, Eigen::Index n, b
   Eigen::MatrixXi pixel(width, T);
   for (Eigen::Index t = 0; t < T; ++t)
     for (Eigen::Index f = 0; f < width; ++f)
-      pixel(f, t) = patches ? static_cast<int>(((t / grid) * patch + f / patch) * kSide + (t % grid) * patch + f % patch)
-                            : static_cast<int>(t * kSide + f);
+      pixel(f, t) = patches
+                        ? static_cast<int>(((t / grid) * patch + f / patch) * kSide + (t % grid) * patch + f % patch)
+                        : static_cast<int>(t * kSide + f);
   a.pixel = pixel;
   a.embed = gaussian(rng, width, d, 1.0f / std::sqrt(static_cast<float>(width)));
   a.pos = gaussian(rng, d, T, 0.1f);
@@ -193,8 +194,7 @@ BatchResult run_batch(const Mlp<Layer>& m, const MatF& x, std::span<const std::u
   return r;
 }
 
-BatchResult run_batch(const AttentionNet& m, const MatF& x, std::span<const std::uint8_t> labels,
-                      AttentionNet* grads) {
+BatchResult run_batch(const AttentionNet& m, const MatF& x, std::span<const std::uint8_t> labels, AttentionNet* grads) {
   using namespace geomopt::examples;
   const Eigen::Index batch = x.cols(), T = m.pos.cols(), width = m.embed.rows();
   // Token t of sample s is column s T + t: the pixels of patch t, gathered by m.pixel.
@@ -386,34 +386,53 @@ Options parse(int argc, char** argv) {
     };
     auto integer = [&](long min) { return geomopt::examples::parse_integer(a, value().c_str(), min); };
     auto real = [&](double min) { return geomopt::examples::parse_real(a, value().c_str(), min); };
-    if (a == "--help" || a == "-h") usage(0);
-    else if (a == "--configs") o.configs = parse_list<std::string>(value(), a);
-    else if (a == "--hidden") o.hidden = parse_list<Eigen::Index>(value(), a);
+    if (a == "--help" || a == "-h")
+      usage(0);
+    else if (a == "--configs")
+      o.configs = parse_list<std::string>(value(), a);
+    else if (a == "--hidden")
+      o.hidden = parse_list<Eigen::Index>(value(), a);
     else if (a == "--attention") {
       const auto v = parse_list<Eigen::Index>(value(), a);
       if (v.size() != 2 || v[1] > v[0]) throw std::invalid_argument("--attention: expected D,N with N <= D");
       o.attn_dim = v[0], o.attn_proj = v[1];
-    } else if (a == "--epochs") o.epochs = static_cast<int>(integer(1));
-    else if (a == "--batch") o.batch = static_cast<Eigen::Index>(integer(1));
-    else if (a == "--lr") o.lr = real(0);
-    else if (a == "--stiefel-lr-scale") o.stiefel_lr_scale = real(0);
-    else if (a == "--muon-lr") o.muon_lr = real(1e-12);
-    else if (a == "--manifold-muon-lr") o.manifold_muon_lr = real(1e-12);
-    else if (a == "--train-limit") o.train_limit = integer(1);
-    else if (a == "--test-limit") o.test_limit = integer(1);
-    else if (a == "--threads") o.threads = static_cast<int>(integer(1));
-    else if (a == "--seed") o.seed = static_cast<std::uint64_t>(integer(0));
-    else if (a == "--min-accuracy") o.min_accuracy = real(0);
-    else if (a == "--data") o.data = value();
-    else if (a == "--out") o.out = value();
-    else if (a == "--resume") o.resume = true;
+    } else if (a == "--epochs")
+      o.epochs = static_cast<int>(integer(1));
+    else if (a == "--batch")
+      o.batch = static_cast<Eigen::Index>(integer(1));
+    else if (a == "--lr")
+      o.lr = real(0);
+    else if (a == "--stiefel-lr-scale")
+      o.stiefel_lr_scale = real(0);
+    else if (a == "--muon-lr")
+      o.muon_lr = real(1e-12);
+    else if (a == "--manifold-muon-lr")
+      o.manifold_muon_lr = real(1e-12);
+    else if (a == "--train-limit")
+      o.train_limit = integer(1);
+    else if (a == "--test-limit")
+      o.test_limit = integer(1);
+    else if (a == "--threads")
+      o.threads = static_cast<int>(integer(1));
+    else if (a == "--seed")
+      o.seed = static_cast<std::uint64_t>(integer(0));
+    else if (a == "--min-accuracy")
+      o.min_accuracy = real(0);
+    else if (a == "--data")
+      o.data = value();
+    else if (a == "--out")
+      o.out = value();
+    else if (a == "--resume")
+      o.resume = true;
     else if (a == "--tokens") {
       const std::string v = value();
-      if (v != "patches" && v != "rows") throw std::invalid_argument("--tokens: expected patches or rows, got '" + v + "'");
+      if (v != "patches" && v != "rows")
+        throw std::invalid_argument("--tokens: expected patches or rows, got '" + v + "'");
       o.patches = v == "patches";
-    }
-    else if (a == "--stop-after") o.stop_after = static_cast<int>(integer(1));
-    else throw std::invalid_argument("unknown option '" + a + "' (--help lists them)");
+    } else if (a == "--stop-after")
+      o.stop_after = static_cast<int>(integer(1));
+    else
+      throw std::invalid_argument("unknown option '" + a + "' (--help lists them)");
   }
   for (const auto& c : o.configs)
     if (find_config(c) == nullptr)
@@ -468,9 +487,9 @@ void write_rows(const fs::path& file, const std::vector<Row>& rows) {
     out << kCsvHeader << "\n";
     char buffer[256];
     for (const Row& r : rows) {
-      std::snprintf(buffer, sizeof buffer, "%s,%d,%lld,%.6f,%.4f,%.6f,%.4f,%.2f,%.0f,%.3g\n", r.config.c_str(),
-                    r.epoch, static_cast<long long>(r.step), r.train_loss, r.train_acc, r.test_loss, r.test_acc,
-                    r.train_seconds, r.samples_per_second, r.defect);
+      std::snprintf(buffer, sizeof buffer, "%s,%d,%lld,%.6f,%.4f,%.6f,%.4f,%.2f,%.0f,%.3g\n", r.config.c_str(), r.epoch,
+                    static_cast<long long>(r.step), r.train_loss, r.train_acc, r.test_loss, r.test_acc, r.train_seconds,
+                    r.samples_per_second, r.defect);
       out << buffer;
     }
     if (!out) throw std::runtime_error(tmp.string() + ": cannot be written");
@@ -480,7 +499,8 @@ void write_rows(const fs::path& file, const std::vector<Row>& rows) {
 
 // gnuplot draws test accuracy and training loss against epochs for every configuration. Returns the PNG's path, or
 // nothing when gnuplot is missing or fails.
-std::optional<fs::path> plot(const fs::path& dir, const std::vector<Row>& rows, const std::vector<std::string>& configs) {
+std::optional<fs::path> plot(const fs::path& dir, const std::vector<Row>& rows,
+                             const std::vector<std::string>& configs) {
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) return std::nullopt;
   std::vector<std::string> plotted;
   for (const auto& c : configs) {
@@ -502,8 +522,8 @@ std::optional<fs::path> plot(const fs::path& dir, const std::vector<Row>& rows, 
      << "set multiplot layout 1,2 title 'Fashion-MNIST, Adam and Muon (geomopt)'\nset grid\nset key bottom right\n"
      << "set xlabel 'epoch'\nset ylabel 'test accuracy (%)'\nplot ";
   for (std::size_t i = 0; i < plotted.size(); ++i)
-    gp << (i ? ", " : "") << "'" << (dir / (plotted[i] + ".dat")).string() << "' using 1:4 with linespoints lw 2 title '"
-       << plotted[i] << "'";
+    gp << (i ? ", " : "") << "'" << (dir / (plotted[i] + ".dat")).string()
+       << "' using 1:4 with linespoints lw 2 title '" << plotted[i] << "'";
   gp << "\nset key bottom left maxrows " << plotted.size() << " font ',9'\nset ylabel 'loss'\nset logscale y\nplot ";
   for (std::size_t i = 0; i < plotted.size(); ++i) {
     const std::string dat = (dir / (plotted[i] + ".dat")).string();
@@ -531,8 +551,8 @@ struct Progress {
     const auto now = std::chrono::steady_clock::now();
     if (batch + 1 < batches && now - last < std::chrono::milliseconds(200)) return;
     last = now;
-    std::printf("\r  [%s] epoch %d/%d  batch %lld/%lld  loss %.4f  acc %.2f%%  %.0f samples/s   ", config.c_str(), epoch,
-                epochs, static_cast<long long>(batch + 1), static_cast<long long>(batches), loss, acc, rate);
+    std::printf("\r  [%s] epoch %d/%d  batch %lld/%lld  loss %.4f  acc %.2f%%  %.0f samples/s   ", config.c_str(),
+                epoch, epochs, static_cast<long long>(batch + 1), static_cast<long long>(batches), loss, acc, rate);
     std::fflush(stdout);
   }
   void done() {
@@ -610,8 +630,8 @@ geomopt::CommonOptions common_options(const Options& o, Eigen::Index train_size)
 // matrix, Stiefel leaves included for ManifoldMuon, takes Muon's step. Muon's options hold one lr, the Stiefel
 // leaves' for ManifoldMuon, so its Euclidean matrices get the ratio of the two as lr_scale.
 geomopt::LeafRule leaf_rule(const Config& c, const Options& o) {
-  return [c, stiefel_lr_scale = o.stiefel_lr_scale, euclidean_scale = o.muon_lr / o.manifold_muon_lr](
-             const geomopt::ptree::Path& path) {
+  return [c, stiefel_lr_scale = o.stiefel_lr_scale,
+          euclidean_scale = o.muon_lr / o.manifold_muon_lr](const geomopt::ptree::Path& path) {
     const std::string p = path.str();
     const bool on_stiefel = c.network == Network::stiefel_mlp ? p.starts_with("hidden.") && p.ends_with(".W")
                                                               : p == "Wq" || p == "Wk" || p == "Wv";
@@ -724,23 +744,28 @@ Outcome train(const Config& c, Model model, Optimizer optimizer, const geomopt::
             trained_seconds,
             static_cast<double>(seen) / seconds,
             stiefel_defect(model)};
-    std::printf("  [%s] epoch %2d/%d  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  %6.0f samples/s  "
-                "%.0f s trained  defect %.1e\n",
-                config.c_str(), epoch, o.epochs, row.train_loss, row.train_acc, row.test_loss, row.test_acc,
-                row.samples_per_second, row.train_seconds, row.defect);
+    std::printf(
+        "  [%s] epoch %2d/%d  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  %6.0f samples/s  "
+        "%.0f s trained  defect %.1e\n",
+        config.c_str(), epoch, o.epochs, row.train_loss, row.train_acc, row.test_loss, row.test_acc,
+        row.samples_per_second, row.train_seconds, row.defect);
     std::fflush(stdout);
     rows.push_back(row);
     write_rows(csv, rows);
-    geomopt::io::save_checkpoint(
-        checkpoint.string(), model, state,
-        {.attributes = {{"epoch", std::int64_t{epoch}}, {"config", config}, {"train_seconds", trained_seconds},
-                        {"test_accuracy", row.test_acc}}});
+    geomopt::io::save_checkpoint(checkpoint.string(), model, state,
+                                 {.attributes = {{"epoch", std::int64_t{epoch}},
+                                                 {"config", config},
+                                                 {"train_seconds", trained_seconds},
+                                                 {"test_accuracy", row.test_acc}}});
     outcome = {row.test_acc, trained_seconds, row.defect, on_stiefel > 0, {}};
   }
   if (first_epoch > last_epoch) {  // everything was already trained: report the checkpoint's model
     const BatchResult test = evaluate(model, test_set);
-    outcome = {100.0 * static_cast<double>(test.correct) / static_cast<double>(test_set.x.cols()), trained_seconds,
-               stiefel_defect(model), on_stiefel > 0, {}};
+    outcome = {100.0 * static_cast<double>(test.correct) / static_cast<double>(test_set.x.cols()),
+               trained_seconds,
+               stiefel_defect(model),
+               on_stiefel > 0,
+               {}};
   }
   outcome.conditions = conditions(model);
   return outcome;
@@ -782,10 +807,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "fashion_mnist: %s\n", e.what());
     return 2;
   }
-  std::printf("Fashion-MNIST: %lld training and %lld test images from %s; batch %lld, Adam lr %g, Muon lr %g, "
-              "manifold Muon lr %g (cosine), %d epochs, %d threads\n",
-              static_cast<long long>(train_set.x.cols()), static_cast<long long>(test_set.x.cols()), o.data.c_str(),
-              static_cast<long long>(o.batch), o.lr, o.muon_lr, o.manifold_muon_lr, o.epochs, o.threads);
+  std::printf(
+      "Fashion-MNIST: %lld training and %lld test images from %s; batch %lld, Adam lr %g, Muon lr %g, "
+      "manifold Muon lr %g (cosine), %d epochs, %d threads\n",
+      static_cast<long long>(train_set.x.cols()), static_cast<long long>(test_set.x.cols()), o.data.c_str(),
+      static_cast<long long>(o.batch), o.lr, o.muon_lr, o.manifold_muon_lr, o.epochs, o.threads);
 
   const fs::path csv = o.out / "metrics.csv";
   std::vector<Row> rows = o.resume ? read_rows(csv) : std::vector<Row>{};
@@ -803,8 +829,8 @@ int main(int argc, char** argv) {
           outcomes[config] = run_config(c, make_mlp<StiefelDense>(rng, o.hidden), o, train_set, test_set, rows, csv);
           break;
         case Network::attention:
-          outcomes[config] = run_config(c, make_attention(rng, o.attn_dim, o.attn_proj, o.patches), o, train_set,
-                                        test_set, rows, csv);
+          outcomes[config] =
+              run_config(c, make_attention(rng, o.attn_dim, o.attn_proj, o.patches), o, train_set, test_set, rows, csv);
           break;
       }
     }
@@ -813,8 +839,9 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  std::printf("\n| configuration | test accuracy | training time | max check(W) | cond(W diag(gain)) per hidden layer |\n"
-              "|---|---|---|---|---|\n");
+  std::printf(
+      "\n| configuration | test accuracy | training time | max check(W) | cond(W diag(gain)) per hidden layer |\n"
+      "|---|---|---|---|---|\n");
   for (const auto& config : o.configs) {
     const Outcome& r = outcomes[config];
     char defect[32] = "-";

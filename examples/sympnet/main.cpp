@@ -6,11 +6,11 @@
 // the network can represent the exact flow of a linear Hamiltonian system, and whatever it learns is a symplectic
 // map. Trained with geomopt::Adam on one-step pairs (x_t, x_t+dt) of exact trajectories, with gradients by hand
 // (backpropagation through the layers, storage gradients by SymmetricMatrix::pullback, checked by
-// geomopt::check_gradient at the start), it is compared with a dense linear map W trained the same way. The report gives the
-// training loss, the one-step test error, the symplecticity defect |J^T Omega J - Omega|_F of each learned map, and
-// the energy drift max_k |H(x_k) - H(x_0)| / H(x_0) of long rollouts: bounded for the symplectic map; for the free
-// one, whose eigenvalues are off the unit circle, larger late in the rollout and as a rule growing. Exits 1 when one
-// of the checked properties fails, 2 on bad arguments. docs/examples.md shows a run; CTest runs it with --quick.
+// geomopt::check_gradient at the start), it is compared with a dense linear map W trained the same way. The report
+// gives the training loss, the one-step test error, the symplecticity defect |J^T Omega J - Omega|_F of each learned
+// map, and the energy drift max_k |H(x_k) - H(x_0)| / H(x_0) of long rollouts: bounded for the symplectic map; for the
+// free one, whose eigenvalues are off the unit circle, larger late in the rollout and as a rule growing. Exits 1 when
+// one of the checked properties fails, 2 on bad arguments. docs/examples.md shows a run; CTest runs it with --quick.
 //
 // The training pairs carry measurement noise (--noise, default 1e-3): from exact samples of a linear flow, least
 // squares recovers the flow map itself to rounding, and the dense map then drifts too slowly to matter (--noise 0
@@ -43,7 +43,7 @@ struct Arguments {
   int steps = 4000;     // Adam steps
   double noise = 1e-3;  // standard deviation of the measurement noise on the training pairs
   unsigned long seed = 11;
-  int rollout = 1000;   // steps of the long rollout
+  int rollout = 1000;  // steps of the long rollout
 };
 
 Arguments parse(int argc, char** argv) {
@@ -297,8 +297,10 @@ int main(int argc, char** argv) {
   try {
     args = parse(argc, argv);
   } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "sympnet: %s\nusage: sympnet [--d D] [--layers L] [--steps N] [--noise SIGMA] "
-                 "[--rollout R] [--seed S] [--quick]\n", e.what());
+    std::fprintf(stderr,
+                 "sympnet: %s\nusage: sympnet [--d D] [--layers L] [--steps N] [--noise SIGMA] "
+                 "[--rollout R] [--seed S] [--quick]\n",
+                 e.what());
     return 2;
   }
   const Eigen::Index d = args.d;
@@ -373,7 +375,8 @@ int main(int argc, char** argv) {
   row(label[0], a.drift_early, b.drift_early);
   row(label[1], a.drift, b.drift);
   row(label[2], a.drift_late, b.drift_late);
-  std::printf("(energy drift: max_k |H(x_k) - H(x_0)| / H(x_0) over rollouts of the learned map from 5 test starts)\n\n");
+  std::printf(
+      "(energy drift: max_k |H(x_k) - H(x_0)| / H(x_0) over rollouts of the learned map from 5 test starts)\n\n");
 
   require(a.final_loss < 1e-3 * a.initial_loss && b.final_loss < 1e-3 * b.initial_loss, "training did not converge");
   require(a.test_error < 1e-2, "the SympNet's one-step test error exceeds 1e-2");
@@ -387,8 +390,9 @@ int main(int argc, char** argv) {
     require(b.defect > 1e3 * a.defect, "the dense map came out symplectic: nothing to compare");
     require(a.drift_late < b.drift_late, "the SympNet's energy error exceeds the dense map's late in the rollout");
   } else {
-    std::printf("exact data: least squares recovers the linear flow map itself, so the dense map is compared with "
-                "nothing (use --noise > 0)\n");
+    std::printf(
+        "exact data: least squares recovers the linear flow map itself, so the dense map is compared with "
+        "nothing (use --noise > 0)\n");
   }
   std::printf("%s\n", passed ? "all checks passed" : "some checks FAILED");
   return passed ? 0 : 1;
