@@ -1,7 +1,8 @@
 // The code of docs/solvers.md: the Brockett cost tr(X^T A X N) on St(20, 5), whose minimum is known from the
-// eigenvalues of A, by L-BFGS and by the trust region with the user's Hessian. Every C++ block of the page is a
-// region of this file (tests/docs/snippet.cmake); docs_examples runs it (`docs_examples solvers`) and checks both
-// minima against the eigenvalues.
+// eigenvalues of A, by L-BFGS and by the trust region with the user's Hessian, and the checks of its gradient and
+// Hessian. Every C++ block of the page is a region of this file (tests/docs/snippet.cmake); docs_examples runs it
+// (`docs_examples solvers`) and checks both minima against the eigenvalues, and that the derivative checks pass on
+// the right derivatives and fail on a gradient 1% off.
 #include <geomopt/solvers.hpp>
 
 #include <Eigen/Eigenvalues>
@@ -57,6 +58,32 @@ int run() {
   std::cout << tr.BriefReport() << "\n";
   expect(std::abs(tr.final_cost - optimum) < 1e-8 * std::abs(optimum) && tr.num_hessian_evaluations > 0,
          "the trust region with the user's Hessian reaches the minimum");
+
+  const Brockett z{geomopt::Stiefel<double>::random_point(rng, 20, 5)};
+  // snippet-begin: check
+  // Is egrad the gradient of f? Along the retraction from z, leaf by leaf (docs/solvers.md, "Checking derivatives")
+  geomopt::DerivativeCheck check = geomopt::check_gradient(cost, z);
+  std::cout << check.BriefReport() << "\n";            // PASSED, slope 2.000 (expected 2), worst leaf 'X' ...
+  if (!check.passed) std::cout << check.FullReport();  // every leaf, the Taylor table, the verdict
+  geomopt::DerivativeCheck hessian_check = geomopt::check_hessian(cost, hessian, z);  // slope 3 when right
+
+  // A stochastic optimizer's loss, which always writes the gradient, is checked the same way
+  auto loss = [&](const Brockett& p, Brockett& grads) { return cost(p, &grads); };
+  geomopt::DerivativeCheck loss_check = geomopt::check_gradient(loss, z);
+  // snippet-end: check
+  std::cout << hessian_check.BriefReport() << "\n";
+  expect(check.passed && std::abs(check.slope - 2) < 0.1 && check.worst_leaf == "X", "check_gradient passes");
+  expect(hessian_check.passed && std::abs(hessian_check.slope - 3) < 0.1, "check_hessian passes");
+  expect(loss_check.passed && loss_check.slope == check.slope, "check_gradient passes the loss form alike");
+  auto wrong = [&](const Brockett& p, Brockett* egrad) -> double {
+    const double f = cost(p, egrad);
+    if (egrad != nullptr) egrad->X.value() *= 1.01;
+    return f;
+  };
+  const geomopt::DerivativeCheck wrong_check = geomopt::check_gradient(wrong, z);
+  std::cout << wrong_check.BriefReport() << "\n";
+  expect(!wrong_check.passed && wrong_check.worst_leaf == "X" && wrong_check.slope < 1.5,
+         "check_gradient fails on a gradient 1% off, naming the leaf");
   return expect.failures;
 }
 

@@ -2,9 +2,10 @@
 // minimiser of Brockett's cost f(Y) = tr(Y^T A Y D), D = diag(p, ..., 1), over the Stiefel manifold St(N, p). With
 // distinct weights the minimiser is not just a basis of the invariant subspace but the eigenvectors themselves, in
 // order, up to sign: column i pairs weight p + 1 - i with the i-th smallest eigenvalue. geomopt::minimize solves it
-// (L-BFGS, and the trust region with the Euclidean Hessian-vector product 2 A V D), and the result is checked against
-// Eigen's SelfAdjointEigenSolver: Ritz values, eigenvector angles, the subspace angle, |Y^T Y - I|. Exits 1 when a
-// check fails, 2 on bad arguments. docs/examples.md shows a run; CTest runs it with --quick.
+// (L-BFGS, and the trust region with the Euclidean Hessian-vector product 2 A V D), after geomopt::check_gradient and
+// check_hessian have passed the hand-written derivatives at the start, and the result is checked against Eigen's
+// SelfAdjointEigenSolver: Ritz values, eigenvector angles, the subspace angle, |Y^T Y - I|. Exits 1 when a check
+// fails, 2 on bad arguments. docs/examples.md shows a run; CTest runs it with --quick.
 //
 //   brockett [--n N] [--p P] [--method lbfgs|trust_region|cg|gd|bfgs|all] [--seed S] [--quick]
 #include <Eigen/Eigenvalues>
@@ -49,8 +50,9 @@ Arguments parse(int argc, char** argv) {
     if (flag == "--seed") a.seed = static_cast<unsigned long>(geomopt::examples::parse_integer(flag, value, 0));
     if (flag == "--method") a.method = value;
   }
-  if (a.p >= a.n) throw std::invalid_argument("--p must be below --n (St(N, p) with p < N), got p = " +
-                                              std::to_string(a.p) + ", N = " + std::to_string(a.n));
+  if (a.p >= a.n)
+    throw std::invalid_argument("--p must be below --n (St(N, p) with p < N), got p = " + std::to_string(a.p) +
+                                ", N = " + std::to_string(a.n));
   return a;
 }
 
@@ -73,8 +75,10 @@ int main(int argc, char** argv) {
     args = parse(argc, argv);
     methods = methods_of(args.method);
   } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "brockett: %s\nusage: brockett [--n N] [--p P] [--method lbfgs|trust_region|cg|gd|bfgs|all] "
-                 "[--seed S] [--quick]\n", e.what());
+    std::fprintf(stderr,
+                 "brockett: %s\nusage: brockett [--n N] [--p P] [--method lbfgs|trust_region|cg|gd|bfgs|all] "
+                 "[--seed S] [--quick]\n",
+                 e.what());
     return 2;
   }
   const Eigen::Index N = args.n, p = args.p;
@@ -91,16 +95,17 @@ int main(int argc, char** argv) {
   const auto eigen_start = std::chrono::steady_clock::now();
   const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> reference(A);
   const double eigen_seconds = seconds_since(eigen_start);
-  const Eigen::VectorXd lambda = reference.eigenvalues();        // ascending
+  const Eigen::VectorXd lambda = reference.eigenvalues();          // ascending
   const Eigen::MatrixXd V = reference.eigenvectors().leftCols(p);  // the p smallest, in order
-  const double scale = lambda.cwiseAbs().maxCoeff();              // |A|_2
+  const double scale = lambda.cwiseAbs().maxCoeff();               // |A|_2
   double optimum = 0;
   for (Eigen::Index i = 0; i < p; ++i) optimum += weights[i] * lambda[i];
   std::printf("Brockett cost on St(%td, %td), A a %td x %td Wigner matrix (seed %lu), |A|_2 = %.4f\n", N, p, N, N,
               args.seed, scale);
-  std::printf("SelfAdjointEigenSolver: %.3f s; lambda_1..%td = %.6f ... %.6f, smallest gap %.2e among the %td + 1 "
-              "lowest\n\n", eigen_seconds, p, lambda[0], lambda[p - 1],
-              (lambda.segment(1, p) - lambda.head(p)).minCoeff(), p);
+  std::printf(
+      "SelfAdjointEigenSolver: %.3f s; lambda_1..%td = %.6f ... %.6f, smallest gap %.2e among the %td + 1 "
+      "lowest\n\n",
+      eigen_seconds, p, lambda[0], lambda[p - 1], (lambda.segment(1, p) - lambda.head(p)).minCoeff(), p);
 
   // f(Y) = sum_i w_i y_i^T A y_i; its Euclidean gradient 2 A Y D and Hessian-vector product 2 A Xi D.
   auto cost = [&](const geomopt::Stiefel<double>& y, geomopt::Stiefel<double>* egrad) {
@@ -112,6 +117,14 @@ int main(int argc, char** argv) {
                      geomopt::Stiefel<double>* hv) { hv->value() = 2 * A * xi.value() * weights.asDiagonal(); };
 
   const auto start = geomopt::Stiefel<double>::random_point(rng, N, p);
+  // The derivatives against the cost's own values, before any solver relies on them.
+  const geomopt::DerivativeCheck gradient_check = geomopt::check_gradient(cost, start);
+  const geomopt::DerivativeCheck hessian_check = geomopt::check_hessian(cost, hessian, start);
+  std::printf("%s\n%s\n\n", gradient_check.BriefReport().c_str(), hessian_check.BriefReport().c_str());
+  if (!gradient_check.passed || !hessian_check.passed) {
+    std::printf("%s%s\nsome checks FAILED\n", gradient_check.FullReport().c_str(), hessian_check.FullReport().c_str());
+    return 1;
+  }
   bool all_passed = true;
   for (const geomopt::SolverMethod method : methods) {
     geomopt::SolverOptions options;

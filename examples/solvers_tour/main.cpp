@@ -1,6 +1,7 @@
 // A tour of geomopt's Riemannian solvers: the Brockett cost tr(X^T A X N) on St(20, 5), whose minimum is known from
-// the eigenvalues of A, solved by every method from the same start. Prints each method's BriefReport and L-BFGS's
-// FullReport; CTest runs it, and it exits non-zero if a method misses the minimum by more than 1e-8 relative.
+// the eigenvalues of A, solved by every method from the same start after check_gradient has passed the gradient
+// there. Prints the check's and each method's BriefReport and L-BFGS's FullReport; CTest runs it, and it exits
+// non-zero if the check fails or a method misses the minimum by more than 1e-8 relative.
 #include <Eigen/Eigenvalues>
 #include <cmath>
 #include <cstdio>
@@ -30,6 +31,12 @@ int main() {
   };
 
   const auto start = geomopt::Stiefel<double>::random_point(rng, N, p);
+  const geomopt::DerivativeCheck check = geomopt::check_gradient(cost, start);
+  std::printf("%s\n", check.BriefReport().c_str());
+  if (!check.passed) {
+    std::printf("%s\n", check.FullReport().c_str());
+    return 1;
+  }
   bool all_reached = true;
   for (const geomopt::SolverMethod method :
        {geomopt::SolverMethod::gradient_descent, geomopt::SolverMethod::conjugate_gradient,

@@ -5,12 +5,12 @@
 // symmetric S: with J its Jacobian, J^T Omega J = Omega. Products of such maps reach the whole symplectic group, so
 // the network can represent the exact flow of a linear Hamiltonian system, and whatever it learns is a symplectic
 // map. Trained with geomopt::Adam on one-step pairs (x_t, x_t+dt) of exact trajectories, with gradients by hand
-// (backpropagation through the layers, storage gradients by SymmetricMatrix::pullback, checked against central
-// differences at the start), it is compared with a dense linear map W trained the same way. The report gives the
-// training loss, the one-step test error, the symplecticity defect |J^T Omega J - Omega|_F of each learned map, and
-// the energy drift max_k |H(x_k) - H(x_0)| / H(x_0) of long rollouts: bounded for the symplectic map; for the free
-// one, whose eigenvalues are off the unit circle, larger late in the rollout and as a rule growing. Exits 1 when one
-// of the checked properties fails, 2 on bad arguments. docs/examples.md shows a run; CTest runs it with --quick.
+// (backpropagation through the layers, storage gradients by SymmetricMatrix::pullback, checked by
+// geomopt::check_gradient at the start), it is compared with a dense linear map W trained the same way. The report
+// gives the training loss, the one-step test error, the symplecticity defect |J^T Omega J - Omega|_F of each learned
+// map, and the energy drift max_k |H(x_k) - H(x_0)| / H(x_0) of long rollouts: bounded for the symplectic map; for the
+// free one, whose eigenvalues are off the unit circle, larger late in the rollout and as a rule growing. Exits 1 when
+// one of the checked properties fails, 2 on bad arguments. docs/examples.md shows a run; CTest runs it with --quick.
 //
 // The training pairs carry measurement noise (--noise, default 1e-3): from exact samples of a linear flow, least
 // squares recovers the flow map itself to rounding, and the dense map then drifts too slowly to matter (--noise 0
@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <geomopt/optimizers.hpp>
+#include <geomopt/optimizers/check_gradient.hpp>
 #include <numeric>
 #include <random>
 #include <stdexcept>
@@ -42,7 +43,7 @@ struct Arguments {
   int steps = 4000;     // Adam steps
   double noise = 1e-3;  // standard deviation of the measurement noise on the training pairs
   unsigned long seed = 11;
-  int rollout = 1000;   // steps of the long rollout
+  int rollout = 1000;  // steps of the long rollout
 };
 
 Arguments parse(int argc, char** argv) {
@@ -200,24 +201,11 @@ Matrix jacobian(const SympNet<double>& net, Eigen::Index d) {
 }
 Matrix jacobian(const DenseMap<double>& map, Eigen::Index) { return map.W; }
 
-// max |hand - central difference| / max |hand| over every stored parameter.
+// The hand gradient of the loss on (x, y) at model, by geomopt::check_gradient in the form a stochastic optimizer's
+// loss has: it writes the gradient into grads and returns the loss.
 template <class Model>
-double gradient_check(Model model, const Matrix& x, const Matrix& y) {
-  Model grads = model;
-  loss(model, x, y, &grads);
-  const Vector hand = geomopt::ptree::flatten(grads);
-  Vector theta = geomopt::ptree::flatten(model), numeric(theta.size());
-  const double h = 1e-6;
-  for (Eigen::Index i = 0; i < theta.size(); ++i) {
-    const double saved = theta[i];
-    theta[i] = saved + h;
-    const double plus = loss(geomopt::ptree::unflatten(model, theta), x, y, nullptr);
-    theta[i] = saved - h;
-    const double minus = loss(geomopt::ptree::unflatten(model, theta), x, y, nullptr);
-    theta[i] = saved;
-    numeric[i] = (plus - minus) / (2 * h);
-  }
-  return (hand - numeric).cwiseAbs().maxCoeff() / hand.cwiseAbs().maxCoeff();
+geomopt::DerivativeCheck gradient_check(const Model& model, const Matrix& x, const Matrix& y) {
+  return geomopt::check_gradient([&](const Model& m, Model& grads) { return loss(m, x, y, &grads); }, model);
 }
 
 struct Pairs {
@@ -309,8 +297,10 @@ int main(int argc, char** argv) {
   try {
     args = parse(argc, argv);
   } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "sympnet: %s\nusage: sympnet [--d D] [--layers L] [--steps N] [--noise SIGMA] "
-                 "[--rollout R] [--seed S] [--quick]\n", e.what());
+    std::fprintf(stderr,
+                 "sympnet: %s\nusage: sympnet [--d D] [--layers L] [--steps N] [--noise SIGMA] "
+                 "[--rollout R] [--seed S] [--quick]\n",
+                 e.what());
     return 2;
   }
   const Eigen::Index d = args.d;
@@ -358,11 +348,12 @@ int main(int argc, char** argv) {
   for (Eigen::Index i = 0; i < dense.W.size(); ++i) dense.W(i) += small(rng);
 
   const Matrix check_x = train_set.x.leftCols(32), check_y = train_set.y.leftCols(32);
-  const double net_check = gradient_check(net, check_x, check_y);
-  const double dense_check = gradient_check(dense, check_x, check_y);
-  std::printf("hand gradients against central differences: SympNet %.1e, dense %.1e (max error / max entry)\n",
-              net_check, dense_check);
-  require(net_check < 1e-6 && dense_check < 1e-6, "a hand gradient disagrees with central differences");
+  const geomopt::DerivativeCheck net_check = gradient_check(net, check_x, check_y);
+  const geomopt::DerivativeCheck dense_check = gradient_check(dense, check_x, check_y);
+  std::printf("SympNet: %s\ndense W: %s\n", net_check.BriefReport().c_str(), dense_check.BriefReport().c_str());
+  require(net_check.passed && dense_check.passed, "a hand gradient fails check_gradient");
+  if (!net_check.passed || !dense_check.passed)
+    std::printf("%s%s", net_check.FullReport().c_str(), dense_check.FullReport().c_str());
 
   const Trained a = train(net, system, train_set, test_set, args, rng);
   const Trained b = train(dense, system, train_set, test_set, args, rng);
@@ -384,7 +375,8 @@ int main(int argc, char** argv) {
   row(label[0], a.drift_early, b.drift_early);
   row(label[1], a.drift, b.drift);
   row(label[2], a.drift_late, b.drift_late);
-  std::printf("(energy drift: max_k |H(x_k) - H(x_0)| / H(x_0) over rollouts of the learned map from 5 test starts)\n\n");
+  std::printf(
+      "(energy drift: max_k |H(x_k) - H(x_0)| / H(x_0) over rollouts of the learned map from 5 test starts)\n\n");
 
   require(a.final_loss < 1e-3 * a.initial_loss && b.final_loss < 1e-3 * b.initial_loss, "training did not converge");
   require(a.test_error < 1e-2, "the SympNet's one-step test error exceeds 1e-2");
@@ -398,8 +390,9 @@ int main(int argc, char** argv) {
     require(b.defect > 1e3 * a.defect, "the dense map came out symplectic: nothing to compare");
     require(a.drift_late < b.drift_late, "the SympNet's energy error exceeds the dense map's late in the rollout");
   } else {
-    std::printf("exact data: least squares recovers the linear flow map itself, so the dense map is compared with "
-                "nothing (use --noise > 0)\n");
+    std::printf(
+        "exact data: least squares recovers the linear flow map itself, so the dense map is compared with "
+        "nothing (use --noise > 0)\n");
   }
   std::printf("%s\n", passed ? "all checks passed" : "some checks FAILED");
   return passed ? 0 : 1;

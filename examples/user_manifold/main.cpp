@@ -195,8 +195,11 @@ int main() {
   std::printf("Adam: the variances' largest relative error %.1e\n", adam_error);
   expect(adam_error < 5e-3, "Adam fits the variances to 5e-3 relative");
 
-  // 2. L-BFGS from the same start.
+  // 2. L-BFGS from the same start, once check_gradient has passed the hand-written gradient there.
   Gaussian solved{Eigen::VectorXd::Zero(n), mylib::Positive<double>(n)};
+  const geomopt::DerivativeCheck check = geomopt::check_gradient(cost, solved);
+  std::printf("%s\n", check.BriefReport().c_str());
+  expect(check.passed, "check_gradient passes the likelihood's gradient, the variances on the user's manifold");
   geomopt::SolverOptions options;
   options.method = geomopt::SolverMethod::lbfgs;
   options.gradient_tolerance = 1e-10;

@@ -9,9 +9,10 @@
 //   - Procrustes on SO(3): the SVD solution, with and without the determinant correction;
 //   - |A - W1 W2^T A|_F over St(20, 3)^2: the best rank-3 error (Eckart-Young);
 //   - a tree of a Stiefel, a packed symmetric and a Euclidean leaf;
-// then the options' validation, the callbacks and the summary. The Euclidean gradients are checked by central
-// differences before any solver relies on them. Costs are passed as std::function, so each tree type instantiates
-// the solver once.
+// then the options' validation, the callbacks and the summary, and minimize's refusal of a gradient leaf the cost
+// leaves unwritten. The Euclidean gradients are checked by central differences and by check_gradient (the mixed
+// tree's Hessian by check_hessian) before any solver relies on them. Costs are passed as std::function, so each tree
+// type instantiates the solver once.
 #include <doctest/doctest.h>
 
 #include <Eigen/Eigenvalues>
@@ -89,6 +90,16 @@ SolverOptions options_for(SolverMethod method, double gradient_tolerance, int ma
   return o;
 }
 
+// A problem's gradient at x by check_gradient (geomopt/optimizers/check_gradient.hpp), in the geometry the solvers
+// read it in.
+template <class Tree>
+void check_gradient_passes(const Cost<Tree>& cost, const Tree& x) {
+  const geomopt::DerivativeCheck c = geomopt::check_gradient(cost, x);
+  INFO(c.FullReport());
+  MESSAGE(c.BriefReport());
+  CHECK(c.passed);
+}
+
 // The norm of the Riemannian gradient on St(N, p) under the canonical metric, from the Euclidean gradient G:
 // grad = G - Y G^T Y = Y A + (I - Y Y^T) G with A = Y^T G - G^T Y, of norm^2 |A|_F^2 / 2 + |(I - Y Y^T) G|_F^2.
 double stiefel_gradient_norm(const Matrix& y, const Matrix& g) {
@@ -161,6 +172,7 @@ TEST_CASE("Brockett: the closed-form minimum is the best pairing, and the gradie
     const double fd = central_difference([&](const Matrix& y) { return problem.value(y); }, x, e, 1e-5);
     CHECK(fd == doctest::Approx((g.array() * e.array()).sum()).epsilon(1e-8));
   }
+  check_gradient_passes(problem.cost(), geomopt::Stiefel<double>::random_point(rng, 20, 5));
 }
 
 void solve_brockett(const Brockett& problem, Eigen::Index N, Eigen::Index p, SolverMethod method,
@@ -219,6 +231,7 @@ void solve_brockett200(SolverMethod method, int max_iterations) {
   geomopt::Rng rng{kBrockett200Seed};
   const Brockett problem{rng, 200, 10};
   const auto start = geomopt::Stiefel<double>::random_point(rng, 200, 10);
+  check_gradient_passes(problem.cost(), start);
   solve_brockett(problem, 200, 10, method, start, max_iterations);
 }
 
@@ -239,6 +252,7 @@ TEST_CASE("Brockett on St(20, 5) in float: L-BFGS reaches the minimum to 1e-4") 
     return static_cast<double>((x.value().transpose() * ax).diagonal().dot(weights));
   };
   auto x = geomopt::Stiefel<float>::random_point(rng, 20, 5);
+  check_gradient_passes(cost, x);
   // Float rounding of the gradient is about 1e-7 |A| |X| p: a tolerance of 1e-3 is above that noise.
   const SolverSummary summary = geomopt::minimize(cost, x, options_for(SolverMethod::lbfgs, 1e-3, 2000));
   const double f = problem.value(x.value().cast<double>());
@@ -273,6 +287,7 @@ TEST_CASE("Rayleigh quotient on Sphere(1000): every method finds the smallest ei
     return x.value().dot(ax);
   };
   const auto start = geomopt::Sphere<double>::random_point(rng, N);
+  check_gradient_passes(cost, start);
   for (const SolverMethod method : kMethods) {
     INFO(std::string(geomopt::to_string(method)));
     geomopt::Sphere<double> x = start;
@@ -321,6 +336,7 @@ TEST_CASE("Dominant subspace on Gr(100, 5): every method finds the top-5 eigenve
     return -(x.value().transpose() * ax).trace();
   };
   const auto start = geomopt::Grassmann<double>::random_point(rng, N, p);
+  check_gradient_passes(cost, start);
   for (const SolverMethod method : kMethods) {
     INFO(std::string(geomopt::to_string(method)));
     geomopt::Grassmann<double> x = start;
@@ -396,6 +412,7 @@ TEST_CASE("Karcher mean: the Euclidean gradient matches central differences alon
     INFO("finite difference " << fd << ", <G, E> " << exact);
     CHECK(fd == doctest::Approx(exact).epsilon(1e-6).scale(problem.evaluate(x, nullptr)));
   }
+  check_gradient_passes(problem.cost(), geomopt::SPD<double>(x));
 }
 
 TEST_CASE("Karcher mean of 50 SPD(5) matrices: every method makes the sum of the logarithms vanish to 1e-10") {
@@ -430,6 +447,7 @@ TEST_CASE("Karcher mean of two SPD(5) matrices: every method finds the geodesic 
   const Matrix midpoint = a_half * sqrtm(a_inv_half * b * a_inv_half) * a_half;
   const auto cost = problem.cost();
   const geomopt::SPD<double> start(5);  // the identity
+  check_gradient_passes(cost, start);
   for (const SolverMethod method : kMethods) {
     INFO(std::string(geomopt::to_string(method)));
     geomopt::SPD<double> x = start;
@@ -468,6 +486,7 @@ TEST_CASE("Procrustes on SO(3): every method finds the SVD solution, with and wi
       if (g != nullptr) g->value() = 2 * residual * a.transpose();
       return residual.squaredNorm();
     };
+    check_gradient_passes(cost, start);
     for (const SolverMethod method : kMethods) {
       INFO(std::string(geomopt::to_string(method)));
       geomopt::SpecialOrthogonal<double> r = start;
@@ -537,6 +556,7 @@ TEST_CASE(
     }
   }
   const Cost<Factors> cost = [&](const Factors& p, Factors* g) { return problem.evaluate(p, g); };
+  check_gradient_passes(cost, start);
   for (const SolverMethod method : {SolverMethod::bfgs, SolverMethod::lbfgs}) {
     INFO(std::string(geomopt::to_string(method)));
     Factors x = start;
@@ -614,6 +634,7 @@ TEST_CASE("A tree of Stiefel, packed symmetric and Euclidean leaves: L-BFGS reac
   }
 
   const Cost<Mixed> cost = evaluate;
+  check_gradient_passes(cost, start);
   Mixed x = start;
   const SolverSummary summary = geomopt::minimize(cost, x, options_for(SolverMethod::lbfgs, 1e-9, 5000));
   const double f = evaluate(x, nullptr);
@@ -644,18 +665,28 @@ TEST_CASE("Trust region with the user's Hessian: the mixed tree's optimum, no co
   const MixedProblem problem(rng);
   const Brockett& brockett = problem.brockett;
   int cost_calls = 0, hessian_calls = 0;
-  auto cost = [&](const Mixed& p, Mixed* g) {
-    ++cost_calls;
-    return problem.evaluate(p, g);
-  };
-  auto hessian = [&](const Mixed&, const Mixed& xi, Mixed* hv) {
-    ++hessian_calls;
+  auto product = [&](const Mixed&, const Mixed& xi, Mixed* hv) {
     hv->X.value() = 2 * brockett.a * xi.X.value() * brockett.weights.asDiagonal();
     hv->S = geomopt::SymmetricMatrix<double>::from_storage(xi.S.pullback(2 * xi.S.dense()));
     hv->v = 2 * xi.v;
   };
+  auto cost = [&](const Mixed& p, Mixed* g) {
+    ++cost_calls;
+    return problem.evaluate(p, g);
+  };
+  auto hessian = [&](const Mixed& x, const Mixed& xi, Mixed* hv) {
+    ++hessian_calls;
+    product(x, xi, hv);
+  };
   const Mixed start{geomopt::Stiefel<double>::random_point(rng, 20, 5),
                     geomopt::SymmetricMatrix<double>::from_dense(gaussian(rng, 4, 4)), Vector::Zero(6)};
+  {
+    const geomopt::DerivativeCheck check =
+        geomopt::check_hessian([&](const Mixed& p, Mixed* g) { return problem.evaluate(p, g); }, product, start);
+    INFO(check.FullReport());
+    MESSAGE(check.BriefReport());
+    CHECK(check.passed);
+  }
 
   SolverOptions options = options_for(SolverMethod::trust_region, 1e-11, 500);
   options.function_tolerance = 0;
@@ -695,6 +726,54 @@ TEST_CASE("Trust region with the user's Hessian: the mixed tree's optimum, no co
   MESSAGE(fd.BriefReport());
   CHECK(fd.num_hessian_evaluations == 0);
   CHECK(fd.num_cost_evaluations > fd.num_iterations() + 1);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// A leaf the cost (or the Hessian-vector product) leaves unwritten: minimize fills the gradient with a NaN no
+// arithmetic makes before each call and throws std::invalid_argument naming the first leaf still holding it, with x
+// as it was. Without that the leaf would pass for a gradient with whatever the tree last held.
+
+TEST_CASE("minimize throws naming a gradient leaf the cost leaves unwritten, and a Hessian leaf likewise") {
+  geomopt::Rng rng(kSeed);
+  const MixedProblem problem(rng);
+  const Mixed start{geomopt::Stiefel<double>::random_point(rng, 20, 5),
+                    geomopt::SymmetricMatrix<double>::from_dense(gaussian(rng, 4, 4)), Vector::Zero(6)};
+  // Every leaf but `skipped`, from a full evaluation.
+  auto write_but = [](const Mixed& full, Mixed* g, const std::string& skipped) {
+    if (skipped != "X") g->X = full.X;
+    if (skipped != "S") g->S = full.S;
+    if (skipped != "v") g->v = full.v;
+  };
+  for (const std::string skipped : {"X", "S", "v"}) {
+    INFO("unwritten leaf " << skipped);
+    const Cost<Mixed> cost = [&](const Mixed& p, Mixed* g) {
+      Mixed full = p;
+      const double f = problem.evaluate(p, &full);
+      if (g != nullptr) write_but(full, g, skipped);
+      return f;
+    };
+    for (const SolverMethod method : {SolverMethod::lbfgs, SolverMethod::trust_region}) {
+      Mixed x = start;
+      CHECK_THROWS_WITH_AS(geomopt::minimize(cost, x, options_for(method, 1e-9, 100)),
+                           ("minimize: the cost did not write the gradient of leaf '" + skipped + "'").c_str(),
+                           std::invalid_argument);
+      CHECK(x.X.value() == start.X.value());
+      CHECK(x.S.storage() == start.S.storage());
+    }
+    const Cost<Mixed> full_cost = [&](const Mixed& p, Mixed* g) { return problem.evaluate(p, g); };
+    auto hessian = [&](const Mixed&, const Mixed& xi, Mixed* hv) {
+      Mixed full = xi;
+      full.X.value() = 2 * problem.brockett.a * xi.X.value() * problem.brockett.weights.asDiagonal();
+      full.S = geomopt::SymmetricMatrix<double>::from_storage(xi.S.pullback(2 * xi.S.dense()));
+      full.v = 2 * xi.v;
+      write_but(full, hv, skipped);
+    };
+    Mixed x = start;
+    CHECK_THROWS_WITH_AS(geomopt::minimize(full_cost, hessian, x, options_for(SolverMethod::trust_region, 1e-9, 100)),
+                         ("minimize: the Hessian-vector product did not write leaf '" + skipped + "'").c_str(),
+                         std::invalid_argument);
+    CHECK(x.X.value() == start.X.value());
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@
 //   double cost(const Tree& x, Tree* egrad);   // f(x); fills *egrad with the Euclidean gradient when egrad != nullptr
 //   geomopt::SolverOptions options;            // method, tolerances, line search, memory, retraction, callbacks
 //   geomopt::SolverSummary summary = geomopt::minimize(cost, x, options);   // x updated in place
+//   geomopt::DerivativeCheck check = geomopt::check_gradient(cost, x);      // first: is egrad right?
 //
 // Every method works in the tree's global tangent coordinates (detail/tree_geometry.hpp): the Riemannian gradient's
 // coordinates in the orthonormal frame of each leaf's global section, so inner products are dot products, and a
@@ -26,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "geomopt/optimizers/check_gradient.hpp"
 #include "geomopt/optimizers/detail/tree_geometry.hpp"
 #include "geomopt/optimizers/solver_types.hpp"
 
@@ -87,18 +89,25 @@ class TreeProblem final : public SolverProblem {
   double evaluate(int slot, Eigen::VectorXd& g) override {
     const Tree& x = points_[static_cast<std::size_t>(slot)];
     Tree& egrad = kHessian ? egrads_[static_cast<std::size_t>(slot)] : egrad_;
+    // A leaf the cost leaves unwritten would otherwise pass for a gradient with whatever the tree last held. An
+    // unwritten entry the lift reads makes a coordinate NaN, so the entries are scanned for the mark only where the
+    // coordinates are not finite (the lift's finiteness is checked anyway); one the lift never reads cannot matter.
+    geo_.mark_unwritten(egrad);
     const double f = static_cast<double>(cost_(x, &egrad));
     non_finite_.clear();
     try {
       geo_.gradient(x, egrad, g);
     } catch (const std::domain_error& e) {
+      throw_if_unwritten(egrad);
       non_finite_ = e.what();
       g.setConstant(std::numeric_limits<double>::quiet_NaN());
       return std::numeric_limits<double>::quiet_NaN();
     }
+    const bool finite = g.allFinite();
+    if (!finite) throw_if_unwritten(egrad);
     if (!std::isfinite(f)) {
       non_finite_ = "the cost is " + std::to_string(f);
-    } else if (!g.allFinite()) {
+    } else if (!finite) {
       non_finite_ = geo_.first_non_finite(egrad, g);
       return std::numeric_limits<double>::quiet_NaN();
     }
@@ -119,11 +128,14 @@ class TreeProblem final : public SolverProblem {
       const Tree& egrad = egrads_[static_cast<std::size_t>(slot)];
       Tree &xi = scratch_[0], &hxi = scratch_[1], &plus = scratch_[2], &minus = scratch_[3];
       geo_.tangent(x, v, h, xi, plus, minus);
-      hxi = egrad;  // the shape of a gradient, for the user to overwrite
+      geo_.mark_unwritten(hxi);  // as in evaluate
       hessian_(x, xi, &hxi);
       geo_.gradient(plus, egrad, lift_plus_);
       geo_.gradient(minus, egrad, lift_minus_);
       geo_.gradient(x, hxi, hv);
+      if (!hv.allFinite())
+        if (const std::string* leaf = geo_.first_unwritten(hxi))
+          throw std::invalid_argument("minimize: the Hessian-vector product did not write leaf '" + *leaf + "'");
       hv += (lift_plus_ - lift_minus_) / (2 * h);
     } else {
       (void)slot, (void)v, (void)h, (void)hv;
@@ -140,6 +152,11 @@ class TreeProblem final : public SolverProblem {
   const Tree& point(int slot) const { return points_[static_cast<std::size_t>(slot)]; }
 
  private:
+  void throw_if_unwritten(const Tree& egrad) const {
+    if (const std::string* leaf = geo_.first_unwritten(egrad))
+      throw std::invalid_argument("minimize: the cost did not write the gradient of leaf '" + *leaf + "'");
+  }
+
   Cost& cost_;
   Hessian& hessian_;
   std::string non_finite_;
@@ -756,7 +773,8 @@ SolverSummary minimize_impl(Cost& cost, Hessian& hessian, Tree& x, const SolverO
 
 /// Minimises cost over x, every leaf in its own geometry, and leaves x at the last accepted iterate (at the start
 /// point when no step was accepted). Throws std::invalid_argument when options.IsValid fails, before any
-/// evaluation; an exception from cost propagates with x unchanged.
+/// evaluation, and when the cost leaves a leaf of *egrad unwritten, naming the leaf; an exception from cost
+/// propagates with x unchanged.
 template <class Tree, class Cost>
 SolverSummary minimize(Cost&& cost, Tree& x, const SolverOptions& options = {}) {
   detail::NoHessian none;
@@ -770,7 +788,8 @@ SolverSummary minimize(Cost&& cost, Tree& x, const SolverOptions& options = {}) 
 /// xi is a tangent vector at x in the representation of a gradient (storage directions for Euclidean and packed
 /// leaves, an ambient tangent matrix for manifold leaves), and *hv the derivative of the Euclidean gradient along
 /// it. The solver adds the geometry's part itself (solvers.hpp, TreeProblem::hessian_vector; docs/solvers.md),
-/// so a product costs one call of hessian and no evaluation of the cost.
+/// so a product costs one call of hessian and no evaluation of the cost. hessian must overwrite every leaf of *hv:
+/// one it leaves unwritten throws std::invalid_argument naming the leaf.
 template <class Tree, class Cost, class Hessian>
 requires std::invocable<Hessian&, const Tree&, const Tree&, Tree*> SolverSummary
 minimize(Cost&& cost, Hessian&& hessian, Tree& x, const SolverOptions& options) {
