@@ -48,6 +48,7 @@
 #include <utility>
 #include <vector>
 
+#include "geomopt/optimizers/detail/report_rows.hpp"
 #include "geomopt/optimizers/detail/tree_geometry.hpp"
 
 namespace geomopt {
@@ -174,15 +175,8 @@ struct DerivativeCheck {
     const char* what = order == 1 ? "Gradient" : "Hessian";
     std::string out = "\n" + std::string(what) + " check (geomopt)\n\n";
     char b[512];
-    auto line = [&](const char* name, const std::string& value) {
-      std::snprintf(b, sizeof b, "%-32s %s\n", name, value.c_str());
-      out += b;
-    };
-    auto g = [](double v) {
-      char s[32];
-      std::snprintf(s, sizeof s, "%.6e", v);
-      return std::string(s);
-    };
+    const detail::ReportRows line{out};
+    const auto g = detail::report_number;
     line("Parameters (stored)", std::to_string(num_parameters));
     line("Parameters (tangent dimension)", std::to_string(num_effective_parameters));
     line("Seed", std::to_string(seed));

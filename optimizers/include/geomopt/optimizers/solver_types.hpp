@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "geomopt/manifolds/common.hpp"
+#include "geomopt/optimizers/detail/report_rows.hpp"
 
 namespace geomopt {
 
@@ -230,16 +231,8 @@ struct SolverSummary {
 
   std::string FullReport() const {
     std::string out = "\nSolver summary (geomopt " + std::string(to_string(method)) + ")\n\n";
-    char b[256];
-    auto line = [&](const char* name, const std::string& value) {
-      std::snprintf(b, sizeof b, "%-32s %s\n", name, value.c_str());
-      out += b;
-    };
-    auto g = [](double v) {
-      char s[32];
-      std::snprintf(s, sizeof s, "%.6e", v);
-      return std::string(s);
-    };
+    const detail::ReportRows line{out};
+    const auto g = detail::report_number;
     line("Parameters (stored)", std::to_string(num_parameters));
     line("Parameters (tangent dimension)", std::to_string(num_effective_parameters));
     out += "\n";
