@@ -91,10 +91,12 @@ void describe_group(hid_t file, const std::string& name, std::string& out) {
     if (colon == std::string::npos) return false;
     const std::string path = a.first.substr(0, colon);
     const std::string text = a.first.substr(colon + 1) + "=" + detail::h5::attribute_text(a.second);
-    if (leaf_options.empty() || leaf_options.back().first != path)
+    const auto same =
+        std::find_if(leaf_options.begin(), leaf_options.end(), [&](const auto& l) { return l.first == path; });
+    if (same == leaf_options.end())
       leaf_options.emplace_back(path, text);
     else
-      leaf_options.back().second += " " + text;
+      same->second += " " + text;
     return true;
   });
   obj.reset();

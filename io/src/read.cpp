@@ -260,17 +260,35 @@ class Reader {
         continue;
       }
       const Attribute& v = it->second;
-      std::string found_text;
-      if (const auto* i = std::get_if<std::int64_t>(&v)) {
-        if (*i >= 0 && *i <= bound) continue;
-        found_text = std::to_string(*i);
-      } else if (std::holds_alternative<double>(v)) {
-        found_text = "the real number " + h5::attribute_text(v);
-      } else {
-        found_text = "the string " + h5::attribute_text(v);
-      }
-      problems_.push_back({ProblemKind::metadata, g.group, name + " is " + found_text + " in the file; " + expected});
+      if (const auto* i = std::get_if<std::int64_t>(&v); i != nullptr && *i >= 0 && *i <= bound) continue;
+      problems_.push_back(
+          {ProblemKind::metadata, g.group, name + " is " + counter_text(v) + " in the file; " + expected});
     }
+    check_leaf_steps(g, found);
+  }
+
+  // A checkpoint's per-leaf step counts ("<path>:step", written for a leaf that sat steps out): each an integer from
+  // 0 to the file's step count, always (a load sets them after writing the arrays, so nothing may fail then).
+  void check_leaf_steps(const GroupView& g, const std::vector<std::pair<std::string, Attribute>>& found) {
+    const auto step = std::find_if(found.begin(), found.end(), [](const auto& a) { return a.first == "step"; });
+    const bool counted =
+        std::any_of(g.counters.begin(), g.counters.end(), [](const auto& c) { return c.first == "step"; });
+    if (!counted || step == found.end() || !std::holds_alternative<std::int64_t>(step->second)) return;
+    const std::int64_t bound = std::get<std::int64_t>(step->second);
+    for (const auto& [name, v] : found) {
+      if (!is_leaf_step(name)) continue;
+      if (const auto* i = std::get_if<std::int64_t>(&v); i != nullptr && *i >= 0 && *i <= bound) continue;
+      problems_.push_back({ProblemKind::metadata, g.group + ":" + name.substr(0, name.rfind(':')),
+                           "step is " + counter_text(v) + " in the file; an integer from 0 to the step count " +
+                               std::to_string(bound) + " is expected"});
+    }
+  }
+
+  // A counter's value as a message shows it: the number when it is an integer, else what it is.
+  static std::string counter_text(const Attribute& v) {
+    if (const auto* i = std::get_if<std::int64_t>(&v)) return std::to_string(*i);
+    if (std::holds_alternative<double>(v)) return "the real number " + h5::attribute_text(v);
+    return "the string " + h5::attribute_text(v);
   }
 
   // The group's attributes against the view's, by one rule for the group's own (a checkpoint's hyperparameters) and
@@ -331,7 +349,9 @@ class Reader {
     // An option the file records for one of these leaves and the state does not (a weight decay the rule no longer
     // sets).
     for (const auto& [name, value] : found) {
-      if (!of_leaf(name) || here.count(name) != 0 || leaves.count(name.substr(0, name.rfind(':'))) == 0) continue;
+      if (!of_leaf(name) || is_leaf_step(name) || here.count(name) != 0 ||
+          leaves.count(name.substr(0, name.rfind(':'))) == 0)
+        continue;
       differ(name, "is " + h5::attribute_text(value) + " in the file, not set here", false);
     }
   }

@@ -266,6 +266,14 @@ TEST_CASE("a checkpoint's step and format_version are validated; the tree and th
     H5Tclose(t);
   });
   expect_refused(file, ProblemKind::metadata, "step is the string \"17\" in the file");
+  // A leaf's own step count (written for a leaf that sat steps out) must be from 0 to the step count.
+  for (const std::int64_t leaf_step : {std::int64_t{18}, std::int64_t{-1}}) {
+    edit([&] { set_attribute(file, "/optimizer", "w:step", &leaf_step, H5T_NATIVE_INT64); });
+    expect_refused(file, ProblemKind::metadata,
+                   "step is " + std::to_string(leaf_step) + " in the file; an integer from 0 to the step count 17");
+  }
+  edit([&] { set_attribute(file, "/optimizer", "b:step", &real, H5T_NATIVE_DOUBLE); });
+  expect_refused(file, ProblemKind::metadata, "step is the real number 17 in the file; an integer from 0 to the step");
   const std::uint64_t huge = std::numeric_limits<std::uint64_t>::max();
   edit([&] { set_attribute(file, "/optimizer", "step", &huge, H5T_NATIVE_UINT64); });
   expect_refused(file, ProblemKind::metadata, "step is 9223372036854775807 in the file");

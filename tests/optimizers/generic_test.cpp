@@ -244,4 +244,11 @@ TEST_CASE("Borrowed leaves over a caller's buffer are stepped in place, bitwise 
   CHECK_THROWS_WITH_AS(lent.x = wrong, doctest::Contains("cannot write a 3x1 value into borrowed memory of shape 5x1"),
                        std::invalid_argument);
   CHECK(buffer[0] == 42.0f);
+  // lend points the leaf at other memory (a tensor whose storage moved), writing nothing.
+  std::vector<float> moved(5, 0.5f);
+  lent.x.lend(moved.data(), 5, 1);
+  CHECK(lent.x.borrows());
+  CHECK(lent.x.value().data() == moved.data());
+  CHECK(buffer[0] == 42.0f);
+  CHECK(moved == std::vector<float>(5, 0.5f));
 }

@@ -320,7 +320,8 @@ void check_frozen_leaves(Opt opt, const char* name) {
     const std::string shape = p == "w" ? "0x0, the leaf 4x3" : p == "frame" ? "0x0, the leaf 7x3" : "0x1, the leaf 5x1";
     CHECK_THROWS_WITH_AS(opt.step(b, g, sb),
                          (p + ": the gradient is " + shape +
-                          ": it must have the leaf's shape (only a frozen leaf's gradient may be empty)")
+                          ": it must have the leaf's shape (only a frozen leaf's gradient may be empty, or any leaf's "
+                          "with MissingGradient::skip)")
                              .c_str(),
                          geomopt::StructureError);
   }
@@ -341,6 +342,91 @@ TEST_CASE("a frozen leaf takes an empty gradient and keeps no state, in every op
   check_frozen_leaves(geomopt::Adagrad({.lr = 0.1}, common), "Adagrad");
   check_frozen_leaves(geomopt::Muon({.lr = 0.02, .weight_decay = 0.01}, common), "Muon");
   check_frozen_leaves(geomopt::ManifoldMuon({.lr = 0.02}, common), "ManifoldMuon");
+}
+
+// MissingGradient::skip: a leaf whose gradient is empty sits the step out with its own step count, as torch.optim
+// skips a parameter whose .grad is None. The reference steps each leaf as a tree of its own, only at the steps where
+// it has a gradient: the two must agree bit for bit (parameters, slots, moving average).
+template <class Opt>
+void check_missing_gradients(Opt opt, const char* name) {
+  CAPTURE(name);
+  using Tree = PartlyFrozen<double>;
+  const Tree start = make_partly_frozen();
+  Tree x = start;
+  auto st = opt.init(x);
+  // Which leaves lack a gradient at each step: none, then w and frame, then b, then embed and sym.
+  const std::vector<std::vector<std::string>> missing = {{}, {"w", "frame"}, {"b"}, {"embed", "sym"}, {}};
+  auto lacks = [&](std::size_t k, const char* leaf) {
+    return std::find(missing[k].begin(), missing[k].end(), leaf) != missing[k].end();
+  };
+  std::vector<Tree> grads;
+  for (std::size_t k = 0; k < missing.size(); ++k) {
+    Tree g = frozen_test_gradient(x, 40 + static_cast<unsigned>(k), false);
+    std::srand(90 + static_cast<unsigned>(k));
+    g.embed.setRandom();
+    g.plane.value().setRandom();
+    g.sym.storage().setRandom();
+    if (lacks(k, "w")) g.w.resize(0, 0);
+    if (lacks(k, "frame")) g.frame = {};
+    if (lacks(k, "b")) g.b.resize(0);
+    if (lacks(k, "embed")) g.embed.resize(0, 0);
+    if (lacks(k, "sym")) g.sym = {};
+    grads.push_back(g);
+    CHECK(opt.step(x, g, st).applied);
+  }
+  CHECK(st.step_count() == 5);
+  std::map<std::string, std::int64_t> own;
+  for (std::size_t i = 0; i < st.leaf_count(); ++i) own[st.leaf_path(i)] = st.leaf_step_count(i);
+  CHECK(own ==
+        std::map<std::string, std::int64_t>{{"embed", 4}, {"frame", 4}, {"plane", 5}, {"sym", 4}, {"w", 4}, {"b", 4}});
+  std::map<std::string, std::int64_t> reported;
+  st.for_each_leaf_step([&](const std::string& path, std::int64_t n) { reported[path] = n; });
+  CHECK(reported.size() == 5);  // every leaf but plane
+
+  // Each leaf as its own tree, stepped only when it has a gradient.
+  auto reference = [&](auto member, const char* leaf) {
+    CAPTURE(leaf);
+    using L = std::remove_cvref_t<decltype(start.*member)>;
+    std::tuple<L> y{start.*member};
+    auto sy = opt.init(y);
+    for (std::size_t k = 0; k < missing.size(); ++k)
+      if (!lacks(k, leaf)) opt.step(y, std::tuple<L>{grads[k].*member}, sy);
+    CHECK(tree_bytes(y) == tree_bytes(std::tuple<L>{x.*member}));
+    std::vector<unsigned char> mine, theirs;
+    st.for_each_slot([&](const std::string& path, std::string_view, const auto& d) {
+      if (path != leaf) return;
+      const auto* p = reinterpret_cast<const unsigned char*>(d.data());
+      mine.insert(mine.end(), p, p + sizeof(double) * static_cast<std::size_t>(d.size()));
+    });
+    CHECK(mine == state_bytes(sy));
+    REQUIRE(st.ema() != nullptr);
+    CHECK(tree_bytes(*sy.ema()) == tree_bytes(std::tuple<L>{st.ema()->*member}));
+  };
+  reference(&Tree::embed, "embed");
+  reference(&Tree::frame, "frame");
+  reference(&Tree::plane, "plane");
+  reference(&Tree::sym, "sym");
+  reference(&Tree::w, "w");
+  reference(&Tree::b, "b");
+
+  // A leaf's own count restores from a checkpoint, and stays between 0 and the state's.
+  auto fresh = opt.init(start);
+  fresh.set_step_count(5);
+  for (std::size_t i = 0; i < st.leaf_count(); ++i) fresh.set_leaf_step_count(i, st.leaf_step_count(i));
+  CHECK(fresh.leaf_step_count(0) == 4);
+  CHECK_THROWS_WITH_AS(fresh.set_leaf_step_count(0, 6),
+                       "embed: a leaf's step count must be from 0 to the state's 5, got 6", std::invalid_argument);
+  fresh.set_step_count(7);
+  CHECK(fresh.leaf_step_count(0) == 7);
+}
+
+TEST_CASE("MissingGradient::skip: a leaf without a gradient sits the step out and keeps its own step count") {
+  geomopt::CommonOptions common{.ema_decay = 0.9, .missing_gradient = geomopt::MissingGradient::skip};
+  check_missing_gradients(geomopt::Adam({.lr = 1e-2}, common), "Adam");
+  check_missing_gradients(geomopt::SGD({.lr = 1e-2, .momentum = 0.9, .nesterov = true}, common), "SGD");
+  check_missing_gradients(geomopt::Adagrad({.lr = 1e-2, .lr_decay = 0.1}, common), "Adagrad");
+  common.threads = 2;
+  check_missing_gradients(geomopt::AdamW({.lr = 1e-2, .amsgrad = true}, common), "AdamW, 2 threads");
 }
 
 namespace {
@@ -954,4 +1040,72 @@ TEST_CASE("a step allocates nothing") {
     allocations = counter.count();
   }
   CHECK(allocations == 0);
+}
+
+TEST_CASE("a leaf's lr_scale and weight decay set between steps act as the rule's would, and are checked") {
+  const PartlyFrozen<double> start = make_partly_frozen();
+  geomopt::AdamW opt({.lr = 1e-2, .weight_decay = 0.1});
+  // Reference: every step made by a state whose rule gave the options of that step.
+  const std::vector<std::pair<double, double>> schedule = {{1.0, 0.1}, {0.5, 0.0}, {0.25, 0.3}};
+  PartlyFrozen<double> a = start;
+  auto sa = opt.init(a);
+  std::vector<std::vector<unsigned char>> slots_before;
+  for (std::size_t k = 0; k < schedule.size(); ++k) {
+    const auto [scale, decay] = schedule[k];
+    for (std::size_t i = 0; i < sa.leaf_count(); ++i) {
+      sa.set_leaf_lr_scale(i, scale);
+      const std::string& path = sa.leaf_path(i);
+      if (path == "w" || path == "b" || path == "embed") sa.set_leaf_weight_decay(i, decay);
+    }
+    PartlyFrozen<double> b = a;
+    auto sb = opt.init(b, [&](const Path& p) {
+      geomopt::LeafOptions o{.lr_scale = scale};
+      if (p.str() == "w" || p.str() == "b" || p.str() == "embed") o.weight_decay = decay;
+      return o;
+    });
+    // sb carries sa's moments and count: copy them through the slot maps.
+    std::vector<double> values;
+    sa.for_each_slot([&](const std::string&, std::string_view, const auto& d) {
+      values.insert(values.end(), d.data(), d.data() + d.size());
+    });
+    std::size_t at = 0;
+    sb.for_each_slot([&](const std::string&, std::string_view, auto d) {
+      std::copy(values.begin() + static_cast<std::ptrdiff_t>(at),
+                values.begin() + static_cast<std::ptrdiff_t>(at) + d.size(), d.data());
+      at += static_cast<std::size_t>(d.size());
+    });
+    sb.set_step_count(sa.step_count());
+    const PartlyFrozen<double> g = frozen_test_gradient(a, 60 + static_cast<unsigned>(k), false);
+    PartlyFrozen<double> gg = g;
+    gg.embed.setRandom();
+    gg.plane.value().setRandom();
+    gg.sym.storage().setRandom();
+    opt.step(a, gg, sa);
+    opt.step(b, gg, sb);
+    CHECK(tree_bytes(a) == tree_bytes(b));
+    CHECK(state_bytes(sa) == state_bytes(sb));
+  }
+  std::map<std::string, double> recorded;
+  sa.for_each_leaf_option([&](const std::string& path, std::string_view name, auto v) {
+    if constexpr (std::is_floating_point_v<decltype(v)>)
+      if (name == "lr_scale" || name == "weight_decay") recorded[path + ":" + std::string(name)] = v;
+  });
+  CHECK(recorded["w:lr_scale"] == 0.25);
+  CHECK(recorded["w:weight_decay"] == 0.3);
+
+  // Each refusal names the leaf and changes nothing.
+  auto frozen = opt.init(start, [](const Path& p) { return geomopt::LeafOptions{.frozen = p.str() == "embed"}; });
+  CHECK_THROWS_WITH_AS(frozen.set_leaf_lr_scale(0, 2.0), "embed: lr_scale of a frozen leaf cannot be set",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(sa.set_leaf_lr_scale(5, -1.0), "b: lr_scale must be >= 0, got -1.000000", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(sa.set_leaf_weight_decay(1, 0.1),
+                       "frame: weight decay does not apply to manifold leaves (Stiefel)", std::invalid_argument);
+  CHECK(recorded == [&] {
+    std::map<std::string, double> again;
+    sa.for_each_leaf_option([&](const std::string& path, std::string_view name, auto v) {
+      if constexpr (std::is_floating_point_v<decltype(v)>)
+        if (name == "lr_scale" || name == "weight_decay") again[path + ":" + std::string(name)] = v;
+    });
+    return again;
+  }());
 }

@@ -7,13 +7,16 @@
 // The file holds /params (the tree; a frozen leaf marked trainable = false, frozen = true), /optimizer (one group per
 // leaf path with a dataset per state array, and as attributes the optimizer's kind, step count and hyperparameters
 // and each leaf's options, "<path>:lr_scale", ...), /ema (the moving average, when the state keeps one) and
-// /metadata (step and user attributes). Invariant: stepping after load_checkpoint continues exactly as if the run had
+// /metadata (step and user attributes). A leaf whose own step count differs from the state's (it sat steps out for
+// want of a gradient, CommonOptions::missing_gradient) has it as "<path>:step", read back like the step count and
+// not compared. Invariant: stepping after load_checkpoint continues exactly as if the run had
 // never stopped: parameters and state equal bit for bit. The optimizer's kind must match; a strict load also requires
 // equal hyperparameters and per-leaf options, and its Error says how to load anyway: a lenient load
 // (LoadOptions::strict = false) lists the changes in LoadReport::differences, and the steps use the state's own
 // settings, not the file's (nothing of the file's settings but the step count enters the state).
 // `State` is geomopt::OptimizerState<Tree> or anything with its step_count, set_step_count, optimizer,
-// hyperparameters, for_each_slot and ema members; a for_each_leaf_option member (OptimizerState's) is optional.
+// hyperparameters, for_each_slot and ema members; for_each_leaf_option and for_each_leaf_step members with
+// leaf_count, leaf_path and set_leaf_step_count (OptimizerState's) are optional.
 #pragma once
 
 #include <cstdint>
@@ -60,6 +63,11 @@ void describe_state(GroupView& params, const State& state, std::vector<GroupView
       } else {
         g.attributes.emplace_back(leaf_attribute(path, name), std::string(value));
       }
+    });
+  }
+  if constexpr (requires { state.for_each_leaf_step([](const std::string&, std::int64_t) {}); }) {
+    state.for_each_leaf_step([&](const std::string& path, std::int64_t steps) {
+      g.attributes.emplace_back(leaf_attribute(path, kLeafStep), steps);
     });
   }
   for (auto& leaf : params.leaves) leaf.frozen = frozen.count(leaf.path) != 0;
@@ -127,9 +135,9 @@ LoadReport load_checkpoint(const std::string& filename, Tree& params, State& opt
   detail::describe_state<Tree>(groups[0], optimizer_state, groups);
   for (auto& g : groups) g.check_values = true;  // parameters, state and moving average of a training run
   groups[0].check_points = true;
-  // The step is read, not compared.
+  // The step counts are read, not compared.
   auto& attrs = groups[1].attributes;
-  std::erase_if(attrs, [](const auto& a) { return a.first == "step"; });
+  std::erase_if(attrs, [](const auto& a) { return a.first == "step" || detail::is_leaf_step(a.first); });
   detail::GroupView meta;
   meta.group = "metadata";
   meta.has_tree = false;
@@ -140,6 +148,17 @@ LoadReport load_checkpoint(const std::string& filename, Tree& params, State& opt
   for (const auto& [name, value] : read[1])
     if (name == "step" && std::holds_alternative<std::int64_t>(value))
       optimizer_state.set_step_count(std::get<std::int64_t>(value));
+  // read_file checked each leaf's count (an integer from 0 to the step count, of a leaf of the tree).
+  if constexpr (requires { optimizer_state.set_leaf_step_count(std::size_t{}, std::int64_t{}); }) {
+    std::unordered_map<std::string, std::int64_t> steps;
+    for (const auto& [name, value] : read[1])
+      if (detail::is_leaf_step(name) && std::holds_alternative<std::int64_t>(value))
+        steps.emplace(name.substr(0, name.rfind(':')), std::get<std::int64_t>(value));
+    for (std::size_t i = 0; i < optimizer_state.leaf_count() && !steps.empty(); ++i)
+      if (const auto it = steps.find(optimizer_state.leaf_path(i));
+          it != steps.end() && !optimizer_state.leaf_frozen(i))
+        optimizer_state.set_leaf_step_count(i, it->second);
+  }
   for (const auto& [name, value] : read.back()) {
     if (name == "step" && std::holds_alternative<std::int64_t>(value))
       report.metadata.step = std::get<std::int64_t>(value);

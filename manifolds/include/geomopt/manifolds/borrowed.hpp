@@ -10,6 +10,7 @@
 //   - a Borrowed made over memory reads and writes that memory, and never frees it; the memory must outlive it;
 //   - a copy owns its numbers (a copy of a tree, such as the optimizers' EMA copy or a solver's iterates, never
 //     aliases the caller's memory); so does a leaf rebuilt by ptree (cast, unflatten);
+//   - lend(data, rows, cols) points it at other memory (a tensor whose storage moved), writing nothing;
 //   - assigning to a Borrowed that borrows writes the numbers into the borrowed memory (the shape must match:
 //     std::invalid_argument otherwise, and nothing is written); assigning to one that owns, or to an empty one, takes
 //     the source's shape;
@@ -82,6 +83,12 @@ class Borrowed {
   const Map& value() const noexcept { return map_; }
   /// Whether the numbers are the caller's memory (false for a copy, a rebuilt leaf and an empty one).
   bool borrows() const noexcept { return !owned_ && map_.data() != nullptr; }
+  /// Points the leaf at the rows x cols numbers at data (storage that moved; owned numbers are released); writes
+  /// nothing and checks nothing: a step checks the shape against its state.
+  void lend(Scalar* data, Eigen::Index rows, Eigen::Index cols) noexcept {
+    owned_.reset();
+    new (&map_) Map(data, rows, cols);
+  }
   /// The point as an owned M (a copy of the numbers).
   M owned() const requires std::constructible_from<M, Value> { return M(Value(map_)); }
 

@@ -95,7 +95,21 @@ void check_like_leaf(const std::string& path, const char* what, std::size_t bloc
   const std::string which = several ? " block " + std::to_string(block) : "";
   throw StructureError(path + ": the " + what + which + " is " + shape_string(r, c) + ", the leaf" + which + " " +
                        shape_string(rows, cols) + ": it must have the leaf's shape" +
-                       (std::string_view(what) == "gradient" ? " (only a frozen leaf's gradient may be empty)" : ""));
+                       (std::string_view(what) == "gradient"
+                            ? " (only a frozen leaf's gradient may be empty, or any leaf's with MissingGradient::skip)"
+                            : ""));
+}
+
+// Whether every storage block of x holds no number: the gradient of a leaf nobody differentiated.
+template <class L>
+bool holds_no_number(const L& x) {
+  bool empty = true;
+  ptree::detail::for_each_block(
+      [&](const auto& b) {
+        if (ptree::detail::block_rows(b) * ptree::detail::block_cols(b) != 0) empty = false;
+      },
+      x);
+  return empty;
 }
 
 // A frozen leaf's gradient is never read, so it may be empty (every storage block holds no number: a 0 x 0 matrix, a
@@ -232,11 +246,13 @@ class Optimizer {
   /// bitwise): every check that can fail (the tree against the state, each manifold point's section, the non-finite
   /// policy) runs before the first write. grads has params' structure; each leaf's gradient has the leaf's shape,
   /// except that a frozen leaf's may be empty (it is not read: a 0 x 0 matrix, a default-constructed manifold point),
-  /// and any other shape throws StructureError naming the leaf and what was expected. With NonFinitePolicy::skip a
-  /// non-finite value anywhere in the step (a gradient, its lift, the global norm, the kernel's new parameters or
-  /// slots) leaves everything untouched and the report names the leaf and the reason (report.applied is false); with
-  /// raise the same throws NonFiniteGradient. A manifold point outside its manifold's domain (an SPD leaf that is not
-  /// positive definite) throws std::domain_error naming the leaf under every policy, also before anything is written.
+  /// and so may any leaf's with CommonOptions::missing_gradient = skip (the leaf sits the step out, keeping its own
+  /// step count); any other shape throws StructureError naming the leaf and what was expected. With
+  /// NonFinitePolicy::skip a non-finite value anywhere in the step (a gradient, its lift, the global norm, the kernel's
+  /// new parameters or slots) leaves everything untouched and the report names the leaf and the reason (report.applied
+  /// is false); with raise the same throws NonFiniteGradient. A manifold point outside its manifold's domain (an SPD
+  /// leaf that is not positive definite) throws std::domain_error naming the leaf under every policy, also before
+  /// anything is written.
   template <class Tree>
   StepReport step(Tree& params, const Tree& grads, OptimizerState<Tree>& st) {
     if constexpr (ptree::tree<Tree>) {
@@ -375,7 +391,7 @@ class Optimizer {
       throw std::invalid_argument(std::string(Kernel::kName) + "::step: the state was made for " +
                                   std::to_string(st.threads_) + " threads, this optimizer has " +
                                   std::to_string(common_.threads));
-    collect(params, grads, st);
+    collect(params, grads, st, common_.missing_gradient == MissingGradient::skip);
     extra.collect(params, grads, st.ema());
 
     StepReport report;
@@ -432,6 +448,7 @@ class Optimizer {
     };
     run(member_step);
     st.step_ = t;
+    for (auto& leaf : st.leaves_) leaf.skipped += leaf.missing ? 1 : 0;
     report.step = t;
     report.applied = true;
     return report;
@@ -467,19 +484,25 @@ class Optimizer {
   // Finds every unit's numbers in params, grads and the EMA tree, checking each leaf's kind and stored shape
   // against the state's record, and each gradient (and EMA) leaf against its parameter: the walk checks the trees'
   // structure above the leaves and leaves their shapes to this visit, so that a frozen leaf's gradient may be empty.
+  // With skip_missing, a leaf whose gradient is empty (and whose parameter is not) is marked to sit the step out.
   // O(leaves), no allocation unless it throws.
   template <class Tree>
-  static void collect(Tree& params, const Tree& grads, OptimizerState<Tree>& st) {
+  static void collect(Tree& params, const Tree& grads, OptimizerState<Tree>& st, bool skip_missing) {
     std::size_t leaf = 0;
     auto visit = [&](auto& p, const auto& g, auto&... e) {
       using L = std::remove_cvref_t<decltype(p)>;
       if (leaf >= st.leaves_.size())
         throw StructureError("Optimizer::step: the tree has more leaves than the state (" +
                              std::to_string(st.leaves_.size()) + ")");
-      const detail::LeafRecord& rec = st.leaves_[leaf++];
+      detail::LeafRecord& rec = st.leaves_[leaf++];
+      rec.missing = false;
       if (rec.frozen) {
         // Another optimizer's leaf (Muon's) is checked by its collect.
         if (!rec.external) detail::check_frozen_gradient(rec.path, p, g);
+        return;
+      }
+      if (skip_missing && detail::holds_no_number(g) && !detail::holds_no_number(p)) {
+        rec.missing = true;
         return;
       }
       if constexpr (detail::manifold_leaf<L>) {
@@ -556,6 +579,7 @@ class Optimizer {
       for (const detail::WorkItem& w : st.plan_[m]) {
         const detail::Unit& u = st.units_[w.unit];
         const auto& ptr = st.pointers_[w.unit];
+        if (st.leaves_[u.leaf].missing) continue;
         if (u.stepper >= 0) {
           T* gc = st.scratch_.data() + u.scratch;
           try {
@@ -604,6 +628,7 @@ class Optimizer {
     using ConstArray = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
     for (std::size_t k = 0; k < st.units_.size(); ++k) {
       const detail::Unit& u = st.units_[k];
+      if (st.leaves_[u.leaf].missing) continue;
       if (!ConstArray(st.pointers_[k].g, u.param_size).allFinite()) return {u.leaf, "the gradient is not finite"};
       if (u.stepper >= 0 && !ConstArray(st.scratch_.data() + u.scratch, u.size).allFinite())
         return {u.leaf, "the gradient's lift to the tangent space is not finite"};
@@ -621,6 +646,7 @@ class Optimizer {
     double most = -1;
     for (std::size_t k = 0; k < st.units_.size(); ++k) {
       const detail::Unit& u = st.units_[k];
+      if (st.leaves_[u.leaf].missing) continue;
       const T* g = u.stepper >= 0 ? st.scratch_.data() + u.scratch : st.pointers_[k].g;
       const double sq = ConstArray(g, u.size).template cast<double>().square().sum();
       if (!std::isfinite(sq)) return u.leaf;
@@ -629,16 +655,20 @@ class Optimizer {
     return largest_otherwise ? largest : st.leaves_.size();
   }
 
-  // One work item. kVerify: runs the kernel on copies and returns whether every number it would write (the new
-  // parameters or manifold update coordinates, the new slots) is finite, writing nothing. Otherwise steps the item
-  // from the gradient (a manifold leaf's lift, which the prepass left in its scratch) and returns true.
+  // One work item, at the state's step t (its leaf's own count is t less the steps it sat out). kVerify: runs the
+  // kernel on copies and returns whether every number it would write (the new parameters or manifold update
+  // coordinates, the new slots) is finite, writing nothing. Otherwise steps the item from the gradient (a manifold
+  // leaf's lift, which the prepass left in its scratch) and returns true. A leaf sitting the step out is not touched.
   template <bool kVerify, class Tree, class T>
   bool step_item(OptimizerState<Tree>& st, const detail::WorkItem& w, std::int64_t t, double lr, T gscale, T decay) {
     using Array = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
     using ConstArray = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
     const detail::Unit& u = st.units_[w.unit];
+    const detail::LeafRecord& leaf = st.leaves_[u.leaf];
+    if (leaf.missing) return true;
     const auto& ptr = st.pointers_[w.unit];
-    const auto coeffs = Kernel::template coefficients<T>(options_, LeafStep{t, lr * u.lr_scale, u.weight_decay});
+    const auto coeffs =
+        Kernel::template coefficients<T>(options_, LeafStep{t - leaf.skipped, lr * u.lr_scale, u.weight_decay});
     const std::size_t nslots = st.slot_names_.size();
     std::array<T*, kMaxSlots> slots{};
     for (std::size_t s = 0; s < nslots; ++s)

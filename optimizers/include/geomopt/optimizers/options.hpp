@@ -55,6 +55,15 @@ class NonFiniteGradient : public std::domain_error {
   using std::domain_error::domain_error;
 };
 
+/// What a step does with a leaf that is not frozen and whose gradient is empty (every storage block holds no number:
+/// a 0 x 0 matrix, a default-constructed manifold point), the gradient of a parameter nobody differentiated.
+enum class MissingGradient {
+  error,  ///< StructureError naming the leaf: an empty gradient is a mistake unless the leaf is frozen
+  skip,   ///< the leaf sits this step out, as torch.optim skips a parameter whose .grad is None: its parameters,
+          ///< slots and moving average stay, and its own step count (the t of its bias corrections and first-step
+          ///< rules) does not advance; the other leaves step
+};
+
 struct CommonOptions {
   /// Factor on lr at each step; empty means constant.
   Schedule schedule{};
@@ -66,6 +75,7 @@ struct CommonOptions {
   /// step, starting from the parameters at init. 0 turns it off.
   double ema_decay = 0;
   NonFinitePolicy non_finite = NonFinitePolicy::propagate;
+  MissingGradient missing_gradient = MissingGradient::error;
   /// The retraction of manifold leaves (a leaf's LeafOptions::retraction overrides it). Unset: each leaf's
   /// manifold default (default_retraction<M>()); set to one a leaf's manifold lacks, init throws
   /// std::invalid_argument naming the leaf, the manifold and the retractions it supports.

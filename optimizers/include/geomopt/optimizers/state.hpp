@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -51,9 +52,12 @@ struct LeafRecord {
   std::optional<double> weight_decay{};
   const char* retraction = nullptr;
   bool manifold = false;
-  const char* kind = nullptr;       // manifold: the manifold's name (L::kName), checked with the unit's shape each step
-  Eigen::Index offset = 0;          // first coordinate
-  Eigen::Index size = 0;            // coordinates
+  std::int64_t skipped = 0;    // steps of the state this leaf sat out (MissingGradient::skip): its own count is the
+                               // state's minus this
+  bool missing = false;        // the current step's gradient of this leaf is empty and the leaf sits the step out
+  const char* kind = nullptr;  // manifold: the manifold's name (L::kName), checked with the unit's shape each step
+  Eigen::Index offset = 0;     // first coordinate
+  Eigen::Index size = 0;       // coordinates
   Eigen::Index rows = 0, cols = 0;  // the shape a slot is shown in: the storage order's column-major shape for
                                     // one-block Euclidean leaves (a row-major leaf's transpose)
   std::size_t first_unit = 0, units = 0;
@@ -115,8 +119,50 @@ class OptimizerState {
 
   /// Steps taken (skipped steps are not counted).
   std::int64_t step_count() const noexcept { return step_; }
-  /// Sets the step count, for restoring a checkpoint.
-  void set_step_count(std::int64_t t) { step_ = t; }
+  /// Sets the step count, for restoring a checkpoint; every leaf's own count becomes t too.
+  void set_step_count(std::int64_t t) {
+    step_ = t;
+    for (auto& leaf : leaves_) leaf.skipped = 0;
+  }
+  /// The steps leaf i (walk order) has taken: the state's count less the steps it sat out for want of a gradient
+  /// (CommonOptions::missing_gradient); 0 for a frozen leaf. Its kernel sees this count as t.
+  std::int64_t leaf_step_count(std::size_t i) const {
+    const auto& leaf = leaves_.at(i);
+    return leaf.frozen ? 0 : step_ - leaf.skipped;
+  }
+  /// Sets leaf i's own step count, for restoring a checkpoint: std::invalid_argument unless the leaf is not frozen
+  /// and 0 <= t <= step_count().
+  void set_leaf_step_count(std::size_t i, std::int64_t t) {
+    auto& leaf = leaves_.at(i);
+    if (leaf.frozen || t < 0 || t > step_)
+      throw std::invalid_argument(leaf.path + ": a leaf's step count must be from 0 to the state's " +
+                                  std::to_string(step_) + (leaf.frozen ? " and the leaf not frozen" : "") + ", got " +
+                                  std::to_string(t));
+    leaf.skipped = step_ - t;
+  }
+  /// Changes leaf i's lr_scale between steps (a per-group learning rate that a schedule moves, as torch's
+  /// param_groups do), by LeafOptions' rules: std::invalid_argument naming the leaf for a frozen leaf or a value that
+  /// is not >= 0, and nothing changes then. A checkpoint records the value in force.
+  void set_leaf_lr_scale(std::size_t i, double lr_scale) {
+    auto& leaf = changeable_leaf(i, "lr_scale", lr_scale);
+    leaf.lr_scale = lr_scale;
+    for (std::size_t u = leaf.first_unit; u < leaf.first_unit + leaf.units; ++u) units_[u].lr_scale = lr_scale;
+  }
+  /// Changes leaf i's weight decay between steps, likewise; a manifold leaf's must stay 0.
+  void set_leaf_weight_decay(std::size_t i, double weight_decay) {
+    auto& leaf = changeable_leaf(i, "weight_decay", weight_decay);
+    if (leaf.manifold && weight_decay != 0)
+      throw std::invalid_argument(leaf.path + ": weight decay does not apply to manifold leaves (" + leaf.kind + ")");
+    leaf.weight_decay = weight_decay;
+    for (std::size_t u = leaf.first_unit; u < leaf.first_unit + leaf.units; ++u) units_[u].weight_decay = weight_decay;
+  }
+  /// f(const std::string& path, std::int64_t count) for each leaf whose own step count differs from the state's, in
+  /// walk order: what a checkpoint records beside the step count.
+  template <class F>
+  void for_each_leaf_step(F&& f) const {
+    for (const auto& leaf : leaves_)
+      if (!leaf.frozen && leaf.skipped != 0) f(leaf.path, step_ - leaf.skipped);
+  }
   /// The kernel that made this state ("Adam", ...).
   std::string_view optimizer() const noexcept { return optimizer_; }
   const Hyperparameters& hyperparameters() const noexcept { return hyperparameters_; }
@@ -181,6 +227,14 @@ class OptimizerState {
   friend class MuonState;
   template <class F, bool M>
   friend class BasicMuon;
+
+  detail::LeafRecord& changeable_leaf(std::size_t i, const char* what, double value) {
+    auto& leaf = leaves_.at(i);
+    if (leaf.frozen || !(value >= 0))
+      throw std::invalid_argument(leaf.path + ": " + what + (leaf.frozen ? " of a frozen leaf cannot be set" : "") +
+                                  (value >= 0 ? "" : " must be >= 0, got " + std::to_string(value)));
+    return leaf;
+  }
 
   template <class F>
   static void visit_leaf_options(const detail::LeafRecord& leaf, F& f) {

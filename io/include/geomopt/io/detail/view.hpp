@@ -82,6 +82,14 @@ inline std::string leaf_attribute(const std::string& path, std::string_view name
   return path + ":" + std::string(name);
 }
 
+/// The name of a leaf's own step count among a checkpoint's per-leaf attributes ("<path>:step"): state, read back
+/// and not compared like the options.
+inline constexpr std::string_view kLeafStep = "step";
+inline bool is_leaf_step(std::string_view name) {
+  const auto colon = name.rfind(':');
+  return colon != std::string_view::npos && name.substr(colon + 1) == kLeafStep;
+}
+
 /// The attributes of each group read, in the order of the views.
 using GroupAttributes = std::vector<std::vector<std::pair<std::string, Attribute>>>;
 
