@@ -129,7 +129,7 @@ def main():
     if not args.skip_torch and subprocess.run([args.torch_python, "-c", "import torch"],
                                               capture_output=True).returncode != 0:
         print(f"run_optimizers.py: {args.torch_python} cannot import torch (Debian: python3-torch, "
-              "scripts/install_deps.sh --python); the PyTorch side is skipped", file=sys.stderr)
+              "scripts/install_deps.sh); the PyTorch side is skipped", file=sys.stderr)
         args.skip_torch = True
 
     builds = [pathlib.Path(b) for b in (args.build or [str(ROOT / "build" / "bench")])]

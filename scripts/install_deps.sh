@@ -2,9 +2,7 @@
 # Installs the Debian 12 packages geomopt needs to build, test and run its examples.
 # Idempotent: when every package is already present it installs nothing and touches no package list.
 #
-#   scripts/install_deps.sh            build + test dependencies
-#   scripts/install_deps.sh --python   also PyTorch, the reference of the optimizer cross-checks and of the
-#                                      optimizer benchmark (benchmarks/run_all skips that side without it)
+#   scripts/install_deps.sh            build + test dependencies, the Python package's among them
 set -euo pipefail
 
 packages=(
@@ -19,10 +17,9 @@ packages=(
   clang libclang-rt-14-dev    # io: scripts/fuzz_io.sh (libFuzzer, ASan, UBSan)
   dataset-fashion-mnist zlib1g-dev  # examples/fashion_mnist: the data (gzip IDX files) and zlib to read them
   gnuplot-nox                 # the plots of examples/fashion_mnist and benchmarks/run_all
+  python3-dev pybind11-dev    # the Python package (python/): its extension, for Debian's /usr/bin/python3
+  python3-torch python3-pytest  # geomopt.torch and its tests; PyTorch is also the reference of the optimizer benchmark
 )
-if [[ "${1:-}" == "--python" ]]; then
-  packages+=(python3-torch)
-fi
 
 missing=()
 for p in "${packages[@]}"; do

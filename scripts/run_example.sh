@@ -12,6 +12,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 bash scripts/install_deps.sh
 
-cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG"
+cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
+  -DPython3_EXECUTABLE=/usr/bin/python3
 cmake --build build/release -j "${GEOMOPT_JOBS:-2}" --target fashion_mnist
 exec build/release/examples/fashion_mnist --epochs 3 --configs free,stiefel,attention,muon,manifold_muon --out build/fashion_mnist "$@"

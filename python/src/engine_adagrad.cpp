@@ -1,0 +1,6 @@
+// The Adagrad engines, float and double.
+#include "engine_kernel.hpp"
+
+namespace geomopt::python {
+template std::unique_ptr<AnyEngine> make_kernel_engine<AdagradKernel>(bool, const EngineArgs&);
+}  // namespace geomopt::python

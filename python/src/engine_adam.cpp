@@ -1,0 +1,6 @@
+// The Adam engines, float and double.
+#include "engine_kernel.hpp"
+
+namespace geomopt::python {
+template std::unique_ptr<AnyEngine> make_kernel_engine<AdamKernel>(bool, const EngineArgs&);
+}  // namespace geomopt::python
