@@ -13,13 +13,12 @@
    tensors (foreach=True). The model's own forward and backward are the same on both routes, so neither is timed.
 
 Gradients are fixed (uniform in [-1, 1]); every sample is the wall time of --inner calls, divided; the cases are timed
-in turn, --reps times, so a drift of the shared machine hits all alike. Prints one JSON object.
+in turn, --reps times, so a drift of the shared machine hits all alike. Prints markdown tables.
 
-usage: /usr/bin/python3 benchmarks/python_step.py [--shapes FILE] [--reps R] [--inner K] [--quick]
-  with PYTHONPATH=<build>/python (run_python.py sets it)
+usage: PYTHONPATH=<build>/python /usr/bin/python3 benchmarks/python_step.py [--shapes FILE] [--reps R] [--inner K]
+           [--quick] [--json FILE]        (benchmarks/run_all --only python sets the path)
 """
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -29,7 +28,7 @@ import torch
 import geomopt
 import geomopt.torch as gt
 from geomopt import _core
-from bench_markdown import default_shapes, read_shapes
+from bench_markdown import default_shapes, describe_tree, positive, read_shapes, require, table, write_results
 
 
 def timed(f, inner):
@@ -101,6 +100,7 @@ def main():
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--inner", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="one repetition of one call, small Stiefel model")
+    ap.add_argument("--json", help="also write the figures to this file (for benchmarks/run_all)")
     args = ap.parse_args()
     if args.quick:
         args.reps, args.inner = 1, 1
@@ -116,21 +116,36 @@ def main():
         for name, f in cases.items():
             seconds[name].append(timed(f, args.inner))
     median = {name: statistics.median(s) for name, s in seconds.items()}
+    require(all(positive(m) for m in median.values()), f"non-positive times {median}")
     best_torch = min(median["torch_foreach0"], median["torch_foreach1"])
-    out = {
-        "torch": torch.__version__,
-        "numel": numel,
-        "stiefel_model": {"frames": frames, "n": n, "p": p},
-        "seconds": seconds,
-        "median": median,
-        "ratios": {
-            "torch_best_over_geomopt": best_torch / median["geomopt_step"],
-            "python_share": (median["geomopt_step"] - median["geomopt_core_call"]) / median["geomopt_step"],
-            "orthogonal_over_geomopt": median["torch_orthogonal_step"] / median["geomopt_stiefel_step"],
-        },
+    ratios = {
+        "torch_best_over_geomopt": best_torch / median["geomopt_step"],
+        "python_share": (median["geomopt_step"] - median["geomopt_core_call"]) / median["geomopt_step"],
+        "orthogonal_over_geomopt": median["torch_orthogonal_step"] / median["geomopt_stiefel_step"],
     }
-    json.dump(out, sys.stdout, indent=1)
-    print()
+
+    ms = lambda name: f"{median[name] * 1e3:.2f}"  # noqa: E731
+    print(f"torch {torch.__version__}, float32, one thread (torch.set_num_threads(1)); median of {args.reps} "
+          f"samples of {args.inner} calls each.\n")
+    print(f"The tree: {describe_tree(args.shapes)}, `geomopt.torch.Adam(params, lr=1e-3).step()` against "
+          "`torch.optim.Adam`:\n")
+    table(["step", "ms", "torch's best / this"], [
+        ["geomopt.torch.Adam", ms("geomopt_step"), f"{ratios['torch_best_over_geomopt']:.2f}"],
+        ["  of which the C++ call (`geomopt._core.step`)", ms("geomopt_core_call"), ""],
+        ["torch.optim.Adam, foreach=False", ms("torch_foreach0"), ""],
+        ["torch.optim.Adam, foreach=True", ms("torch_foreach1"), ""],
+    ])
+    print(f"Python's share of geomopt's step: {100 * ratios['python_share']:.1f} %.\n")
+    print(f"Stiefel-heavy model: {frames} St({n}, {p}) frames and {frames} dense {n} x {n} matrices, per training "
+          "step:\n")
+    table(["route", "ms", "ratio to geomopt"], [
+        ["geomopt.torch.Adam on ManifoldParameters and the dense matrices", ms("geomopt_stiefel_step"), "1"],
+        ["torch's `orthogonal` parametrization: forward, backward through it, torch.optim.Adam (foreach)",
+         ms("torch_orthogonal_step"), f"{ratios['orthogonal_over_geomopt']:.2f}"],
+    ])
+    write_results(args.json, {"torch": torch.__version__, "numel": numel, "leaves": len(read_shapes(args.shapes)),
+                              "stiefel_model": {"frames": frames, "n": n, "p": p}, "seconds": seconds,
+                              "median": median, "ratios": ratios})
 
 
 if __name__ == "__main__":

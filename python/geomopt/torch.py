@@ -287,23 +287,21 @@ class _GeomoptOptimizer(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         params, grads = [], []
+        strided = torch.strided
         for s in self._specs:
+            # The checks in their cheapest form (a tenth of the step's Python time); _refuse says what is wrong.
             p = s.param
-            if p.shape != s.shape or p.dtype != s.dtype:
-                raise ValueError(f"{s.label()}: the parameter is {p.dtype} {tuple(p.shape)}, it was {s.dtype} "
-                                 f"{s.shape} when the optimizer was made; make a new optimizer for a new shape")
-            self._check_tensor(s, p, "parameter")
+            if not (p.layout is strided and p.is_cpu and p.dtype is s.dtype and p.is_contiguous() and
+                    p.shape == s.shape):
+                self._refuse(s, p, None)
             params.append(p.data_ptr())
             g = p.grad
             if g is None:
                 grads.append(0)
-                continue
-            self._check_tensor(s, g, "gradient")
-            if g.dtype != s.dtype:
-                raise TypeError(f"{s.label()}: the gradient is {g.dtype}, the parameter {s.dtype}")
-            if g.shape != p.shape:
-                raise ValueError(f"{s.label()}: the gradient has shape {tuple(g.shape)}, the parameter {s.shape}")
-            grads.append(g.data_ptr())
+            elif g.layout is strided and g.is_cpu and g.dtype is s.dtype and g.is_contiguous() and g.shape == s.shape:
+                grads.append(g.data_ptr())
+            else:
+                self._refuse(s, p, g)
         lr = [float(g["lr"]) for g in self.param_groups]
         weight_decay = [float(g.get("weight_decay", 0.0)) for g in self.param_groups]
         for g, (rate, decay) in enumerate(zip(lr, weight_decay)):
@@ -317,6 +315,21 @@ class _GeomoptOptimizer(torch.optim.Optimizer):
             raise RuntimeError(_name_parameter(str(e), self._specs)) from None
         self.last_report = self._report(reports)
         return loss
+
+    def _refuse(self, s, p, g):
+        """Raises the error that the parameter p (g None) or its gradient g deserves."""
+        if g is None:
+            if tuple(p.shape) != s.shape or p.dtype != s.dtype:
+                raise ValueError(f"{s.label()}: the parameter is {p.dtype} {tuple(p.shape)}, it was {s.dtype} "
+                                 f"{s.shape} when the optimizer was made; make a new optimizer for a new shape")
+            self._check_tensor(s, p, "parameter")
+        else:
+            self._check_tensor(s, g, "gradient")
+            if g.dtype != s.dtype:
+                raise TypeError(f"{s.label()}: the gradient is {g.dtype}, the parameter {s.dtype}")
+            if tuple(g.shape) != s.shape:
+                raise ValueError(f"{s.label()}: the gradient has shape {tuple(g.shape)}, the parameter {s.shape}")
+        raise AssertionError(f"{s.label()}: refused for no reason found")  # the two checks disagree: a bug here
 
     def _report(self, reports):
         applied = all(r.applied for r in reports)

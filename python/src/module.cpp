@@ -13,6 +13,7 @@
 
 #include "engine.hpp"
 #include "make_engine.hpp"
+#include "manifold_functions.hpp"
 
 namespace py = pybind11;
 using geomopt::python::AnyEngine;
@@ -47,7 +48,8 @@ template <class Index>
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
-  m.doc() = "geomopt's compiled core: the engines behind geomopt.torch";
+  m.doc() = "geomopt's compiled core: the engines behind geomopt.torch, the functions behind geomopt.manifolds";
+  geomopt::python::bind_manifold_functions(m);
 
   py::class_<ParamSpec>(m, "ParamSpec")
       .def(py::init<>())
