@@ -1051,7 +1051,7 @@ TEST_CASE("a leaf's lr_scale and weight decay set between steps act as the rule'
   auto sa = opt.init(a);
   std::vector<std::vector<unsigned char>> slots_before;
   for (std::size_t k = 0; k < schedule.size(); ++k) {
-    const auto [scale, decay] = schedule[k];
+    const double scale = schedule[k].first, decay = schedule[k].second;  // clang 14 lambdas cannot capture bindings
     for (std::size_t i = 0; i < sa.leaf_count(); ++i) {
       sa.set_leaf_lr_scale(i, scale);
       const std::string& path = sa.leaf_path(i);
