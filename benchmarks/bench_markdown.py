@@ -34,6 +34,20 @@ def default_shapes():
     return SHARED_SHAPES if SHARED_SHAPES.exists() else SMALL_SHAPES
 
 
+def torch_tree(shapes, seed=1):
+    """One float32 torch.nn.Parameter per shape, uniform in [-1, 1], each with a .grad drawn the same way: the tree
+    and gradients the PyTorch-side benchmarks step. torch is imported here, so runners without it can use the rest."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    params = []
+    for shape in shapes:
+        p = torch.nn.Parameter(torch.rand(shape, generator=gen) * 2 - 1)
+        p.grad = torch.rand(shape, generator=gen) * 2 - 1
+        params.append(p)
+    return params
+
+
 def cmake_cache(build, key):
     """A value of BUILD/CMakeCache.txt, or None."""
     cache = pathlib.Path(build) / "CMakeCache.txt"

@@ -28,7 +28,8 @@ import torch
 import geomopt
 import geomopt.torch as gt
 from geomopt import _core
-from bench_markdown import default_shapes, describe_tree, positive, read_shapes, require, table, write_results
+from bench_markdown import (default_shapes, describe_tree, positive, read_shapes, require, table, torch_tree,
+                            write_results)
 
 
 def timed(f, inner):
@@ -39,12 +40,7 @@ def timed(f, inner):
 
 
 def tree_cases(shapes):
-    gen = torch.Generator().manual_seed(1)
-    params = []
-    for shape in shapes:
-        p = torch.nn.Parameter(torch.rand(shape, generator=gen) * 2 - 1)
-        p.grad = torch.rand(shape, generator=gen) * 2 - 1
-        params.append(p)
+    params = torch_tree(shapes)
     ours = gt.Adam(params, lr=1e-3)
     torch_plain = torch.optim.Adam(params, lr=1e-3, foreach=False)
     torch_foreach = torch.optim.Adam(params, lr=1e-3, foreach=True)

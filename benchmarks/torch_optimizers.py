@@ -27,7 +27,7 @@ import time
 
 import torch
 
-from bench_markdown import default_shapes, read_shapes
+from bench_markdown import default_shapes, read_shapes, torch_tree
 
 
 def main():
@@ -40,13 +40,7 @@ def main():
     ap.add_argument("--foreach", default="0,1")
     args = ap.parse_args()
 
-    shapes = read_shapes(args.shapes)
-    gen = torch.Generator().manual_seed(1)
-    params = []
-    for shape in shapes:
-        p = torch.nn.Parameter(torch.rand(shape, generator=gen) * 2 - 1)
-        p.grad = torch.rand(shape, generator=gen) * 2 - 1
-        params.append(p)
+    params = torch_tree(read_shapes(args.shapes))
     numel = sum(p.numel() for p in params)
 
     threads = [int(x) for x in args.threads.split(",")]
