@@ -53,12 +53,29 @@ TEST_CASE("BorrowedArray: a leaf over the caller's row-major buffer, copied into
                        std::invalid_argument);
   CHECK(buffer == std::vector<float>(6, 7));
 
-  // lend points it elsewhere, writing nothing; an empty one holds no number.
+  // lend points it elsewhere, writing nothing; null data, whatever the shape, leaves it empty, holding no number.
   std::vector<float> other = {0, 1, 2, 3};
   t.w.lend(other.data(), 4, 1);
   CHECK(t.w.value().data() == other.data());
   CHECK(buffer == std::vector<float>(6, 7));
-  t.w.lend(nullptr, 0, 0);
+  t.w.lend(nullptr, 2, 3);
+  CHECK(t.w.value().size() == 0);
   CHECK_FALSE(t.w.borrows());
   CHECK(pt::count(t) == 2);
+}
+
+TEST_CASE("BorrowedArray<T, 1>: the vector form, one column over the caller's numbers") {
+  std::vector<double> buffer = {1, 2, 3};
+  pt::BorrowedArray<double, 1> v(buffer.data(), 3, 1);
+  static_assert(decltype(v)::Map::ColsAtCompileTime == 1);
+  CHECK(v.borrows());
+  CHECK(pt::count(v) == 3);
+  pt::for_each_storage([](auto& block) { block.array() *= 2; }, v);
+  CHECK(buffer == std::vector<double>{2, 4, 6});
+  auto copy = v;
+  CHECK_FALSE(copy.borrows());
+  CHECK(copy.value() == Eigen::Vector3d(2, 4, 6));
+  v.lend(nullptr, 3, 1);  // empty: a missing gradient
+  CHECK(v.value().size() == 0);
+  CHECK_FALSE(v.borrows());
 }

@@ -14,20 +14,19 @@
 //   - assigning to a Borrowed that borrows writes the numbers into the borrowed memory (the shape must match:
 //     std::invalid_argument otherwise, and nothing is written); assigning to one that owns, or to an empty one, takes
 //     the source's shape;
+//   - copying, assigning and lending follow ptree::OwnedOrBorrowed, which holds the numbers;
 //   - as a ptree leaf its storage is the map, and its type name is M's, so a checkpoint of a tree with Borrowed
 //     leaves reads back into the owned tree and the other way round.
 #pragma once
 
 #include <Eigen/Core>
-#include <memory>
-#include <new>
-#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
 
 #include "geomopt/manifolds/contract.hpp"
 #include "geomopt/ptree.hpp"
+#include "geomopt/ptree/owned_or_borrowed.hpp"
 
 namespace geomopt {
 
@@ -44,53 +43,31 @@ class Borrowed {
   static constexpr const char* kName = M::kName;
   static constexpr bool kCompact = M::kCompact;
   static constexpr auto kRetractions = M::kRetractions;
-  /// The columns of an empty map: a vector type has exactly one (Eigen asserts it), a matrix none.
-  static constexpr Eigen::Index kEmptyCols = Value::ColsAtCompileTime == 1 ? 1 : 0;
 
   /// An empty leaf (0 x 0, or length 0), owning nothing.
-  Borrowed() : map_(nullptr, 0, kEmptyCols) {}
+  Borrowed() = default;
   /// The point whose rows x cols numbers, column-major, are at data.
-  Borrowed(Scalar* data, Eigen::Index rows, Eigen::Index cols) : map_(data, rows, cols) {}
+  Borrowed(Scalar* data, Eigen::Index rows, Eigen::Index cols) : numbers_(data, rows, cols) {}
   /// The point over x's numbers: stepping it steps x.
-  explicit Borrowed(M& x) : map_(x.value().data(), x.value().rows(), x.value().cols()) {}
+  explicit Borrowed(M& x) : numbers_(x.value().data(), x.value().rows(), x.value().cols()) {}
   /// A leaf owning v (what ptree's rebuild makes).
-  explicit Borrowed(Value v) : owned_(std::make_unique<Value>(std::move(v))), map_(nullptr, 0, kEmptyCols) { remap(); }
+  explicit Borrowed(Value v) : numbers_(std::move(v)) {}
 
-  Borrowed(const Borrowed& other) : Borrowed(Value(other.map_)) {}
-  Borrowed(Borrowed&& other) noexcept : owned_(std::move(other.owned_)), map_(other.map_) { other.reset(); }
-  Borrowed& operator=(const Borrowed& other) {
-    if (this != &other) assign(other.map_);
-    return *this;
-  }
-  Borrowed& operator=(Borrowed&& other) {
-    if (this == &other) return *this;
-    if (borrows()) {
-      assign(other.map_);
-    } else {
-      owned_ = std::move(other.owned_);
-      if (owned_) {
-        remap();
-      } else {
-        new (&map_) Map(other.map_);  // other borrows: this borrows the same memory
-      }
-      other.reset();
-    }
-    return *this;
-  }
-  ~Borrowed() = default;
-
-  Map& value() noexcept { return map_; }
-  const Map& value() const noexcept { return map_; }
+  Map& value() noexcept { return numbers_.map(); }
+  const Map& value() const noexcept { return numbers_.map(); }
   /// Whether the numbers are the caller's memory (false for a copy, a rebuilt leaf and an empty one).
-  bool borrows() const noexcept { return !owned_ && map_.data() != nullptr; }
+  bool borrows() const noexcept { return numbers_.borrows(); }
   /// Points the leaf at the rows x cols numbers at data (storage that moved; owned numbers are released); writes
   /// nothing and checks nothing: a step checks the shape against its state.
-  void lend(Scalar* data, Eigen::Index rows, Eigen::Index cols) noexcept {
-    owned_.reset();
-    new (&map_) Map(data, rows, cols);
-  }
+  void lend(Scalar* data, Eigen::Index rows, Eigen::Index cols) noexcept { numbers_.lend(data, rows, cols); }
   /// The point as an owned M (a copy of the numbers).
-  M owned() const requires std::constructible_from<M, Value> { return M(Value(map_)); }
+  M owned() const requires std::constructible_from<M, Value> { return M(Value(value())); }
+  /// M's sizes of this point, where M has them (the Stiefel family's N and n, SPD's n, ...): geomopt::io records them
+  /// beside the point, so a file of Borrowed leaves and one of M's read each other. Computed by M on a copy.
+  Eigen::Index N() const requires std::constructible_from<M, Value> && requires(const M& m) { m.N(); }
+  { return owned().N(); }
+  Eigen::Index n() const requires std::constructible_from<M, Value> && requires(const M& m) { m.n(); }
+  { return owned().n(); }
 
   static Tangent tangent_from(const Borrowed& x, const Scalar* c) requires std::constructible_from<M, Value> {
     return M::tangent_from(x.owned(), c);
@@ -98,29 +75,15 @@ class Borrowed {
   static void coordinates_of(const Tangent& xi, Scalar* c) { M::coordinates_of(xi, c); }
   static Eigen::Index tangent_size(Eigen::Index rows, Eigen::Index cols) { return M::tangent_size(rows, cols); }
 
- private:
-  void remap() { new (&map_) Map(owned_->data(), owned_->rows(), owned_->cols()); }
-  void reset() noexcept {
-    owned_.reset();
-    new (&map_) Map(nullptr, 0, kEmptyCols);
-  }
-  template <class Other>
-  void assign(const Other& source) {
-    if (borrows()) {
-      if (source.rows() != map_.rows() || source.cols() != map_.cols())
-        throw std::invalid_argument(std::string("Borrowed<") + kName + ">: cannot write a " +
-                                    std::to_string(source.rows()) + "x" + std::to_string(source.cols()) +
-                                    " value into borrowed memory of shape " + std::to_string(map_.rows()) + "x" +
-                                    std::to_string(map_.cols()));
-      map_ = source;
-    } else {
-      owned_ = std::make_unique<Value>(source);
-      remap();
-    }
+  static std::string leaf_name() {
+    // Appended in place: g++ 12 warns (-Warray-bounds, a false positive) on the inlined operator+ chain.
+    std::string name = "Borrowed<";
+    name.append(kName).append(">");
+    return name;
   }
 
-  std::unique_ptr<Value> owned_;
-  Map map_;
+ private:
+  ptree::OwnedOrBorrowed<Value, Borrowed> numbers_;
 };
 
 // The ptree leaf protocol: the storage is the map; a rebuilt leaf owns its numbers; the type name is M's.
@@ -135,12 +98,8 @@ const typename Borrowed<M>::Map& free_parameters(const Borrowed<M>& x) {
 template <class M, class U, int R, int C>
 auto rebuild(const Borrowed<M>& prototype, Eigen::Matrix<U, R, C>&& data) {
   using Out = Borrowed<ptree::rebind_t<M, U>>;
-  if (data.rows() != prototype.value().rows() || data.cols() != prototype.value().cols())
-    throw std::invalid_argument(std::string(M::kName) + "::rebuild: value of shape " + std::to_string(data.rows()) +
-                                "x" + std::to_string(data.cols()) + ", expected " +
-                                std::to_string(prototype.value().rows()) + "x" +
-                                std::to_string(prototype.value().cols()));
-  return Out(typename Out::Value(std::move(data)));
+  return Out(ptree::rebuilt_value<typename Out::Value, Borrowed<M>>(prototype.value().rows(), prototype.value().cols(),
+                                                                    std::move(data)));
 }
 template <class M>
 std::string ptree_type_name(const Borrowed<M>&) {
