@@ -8,7 +8,11 @@
 #include <geomopt/io.hpp>
 #include <geomopt/optimizers/muon.hpp>
 #include <geomopt/optimizers/optimizer.hpp>
+#include <geomopt/ptree/borrowed_array.hpp>
 
+#include <Eigen/QR>
+
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -430,4 +434,135 @@ TEST_CASE("a run whose leaves sat steps out for want of a gradient resumes exact
   CHECK(iotest::snapshot(c) == iotest::snapshot(a));
   CHECK(slot_bytes(sc) == slot_bytes(sa));
   CHECK(iotest::snapshot(*sc.ema()) == iotest::snapshot(*sa.ema()));
+}
+
+namespace {
+
+// One network three ways: Eigen's column-major leaves, a row-major matrix, and leaves over borrowed row-major memory
+// (a tensor's storage, as geomopt's Python package holds them). The file does not tell them apart.
+struct ColumnMajorNet {
+  Eigen::MatrixXf w;
+  Eigen::VectorXf b;
+  GEOMOPT_PTREE(w, b)
+};
+struct RowMajorNet {
+  Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> w;
+  Eigen::VectorXf b;
+  GEOMOPT_PTREE(w, b)
+};
+struct BorrowedNet {
+  pt::BorrowedArray<float> w;
+  pt::BorrowedArray<float, 1> b;
+  GEOMOPT_PTREE(w, b)
+};
+
+// A leaf's numbers: an Eigen leaf itself, a BorrowedArray's map.
+template <class X>
+auto& numbers(X& x) {
+  if constexpr (requires { x.borrows(); })
+    return x.value();
+  else
+    return x;
+}
+
+template <class Net>
+void descend(Net& net, geomopt::Adam& adam, geomopt::OptimizerState<Net>& state, int steps) {
+  for (int k = 0; k < steps; ++k) {
+    Net g = net;  // owns its numbers
+    numbers(g.w) = (numbers(net.w).array() - 0.3f + 0.1f * numbers(net.w).array().cube()).matrix();
+    numbers(g.b) = (numbers(net.b).array() - 0.3f).matrix();
+    adam.step(net, g, state);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a slot is saved in its leaf's shape: row-major and borrowed leaves resume as Eigen's column-major ones") {
+  iotest::ScratchDir dir("slot_shape");
+  geomopt::Adam adam({.lr = 1e-2, .weight_decay = 0.1});
+  ColumnMajorNet reference{Eigen::MatrixXf(3, 4), Eigen::VectorXf(3)};
+  iotest::fill(reference, -0.5, 0.1);
+  auto reference_state = adam.init(reference);
+  descend(reference, adam, reference_state, 4);
+
+  SUBCASE("row-major") {
+    RowMajorNet net{reference.w, reference.b};
+    auto state = adam.init(net);
+    state.set_step_count(reference_state.step_count());
+    // The same state: copy the reference's slots into the row-major state by path and name, as matrices.
+    reference_state.for_each_slot([&](const std::string& path, std::string_view name, const auto& from) {
+      state.for_each_slot([&](const std::string& p, std::string_view n, auto to) {
+        if (p == path && n == name) {
+          if (path == "w")
+            Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(to.data(), 3, 4) =
+                Eigen::Map<const Eigen::MatrixXf>(from.data(), 3, 4);
+          else
+            to = from;
+        }
+      });
+    });
+    geomopt::io::save_checkpoint(dir.file("row.h5"), net, state);
+    ColumnMajorNet loaded{Eigen::MatrixXf::Zero(3, 4), Eigen::VectorXf::Zero(3)};
+    auto loaded_state = adam.init(loaded);
+    geomopt::io::load_checkpoint(dir.file("row.h5"), loaded, loaded_state);
+    CHECK(iotest::snapshot(loaded) == iotest::snapshot(reference));
+    ColumnMajorNet continued = reference;
+    descend(continued, adam, reference_state, 3);
+    descend(loaded, adam, loaded_state, 3);
+    CHECK(iotest::snapshot(loaded) == iotest::snapshot(continued));
+  }
+
+  SUBCASE("borrowed, both ways") {
+    std::vector<float> w(12), b(3);
+    Eigen::Map<Eigen::Matrix<float, 3, 4, Eigen::RowMajor>>(w.data()) = reference.w;
+    std::copy(reference.b.data(), reference.b.data() + 3, b.data());
+    geomopt::io::save_checkpoint(dir.file("column.h5"), reference, reference_state);
+    BorrowedNet net{pt::BorrowedArray<float>(w.data(), 3, 4), pt::BorrowedArray<float, 1>(b.data(), 3, 1)};
+    auto state = adam.init(net);
+    geomopt::io::load_checkpoint(dir.file("column.h5"), net, state);  // the Eigen tree's file, into borrowed memory
+    geomopt::io::save_checkpoint(dir.file("borrowed.h5"), net, state);
+    ColumnMajorNet loaded{Eigen::MatrixXf::Zero(3, 4), Eigen::VectorXf::Zero(3)};
+    auto loaded_state = adam.init(loaded);
+    geomopt::io::load_checkpoint(dir.file("borrowed.h5"), loaded, loaded_state);  // and back
+    CHECK(iotest::snapshot(loaded) == iotest::snapshot(reference));
+    ColumnMajorNet continued = reference;
+    descend(continued, adam, reference_state, 3);
+    descend(loaded, adam, loaded_state, 3);
+    descend(net, adam, state, 3);
+    CHECK(iotest::snapshot(loaded) == iotest::snapshot(continued));
+    CHECK(Eigen::Map<const Eigen::Matrix<float, 3, 4, Eigen::RowMajor>>(w.data()) == continued.w);
+    CHECK(b == std::vector<float>(continued.b.data(), continued.b.data() + 3));
+  }
+}
+
+namespace {
+
+struct OwnedFrame {
+  geomopt::Stiefel<double> frame;
+  GEOMOPT_PTREE(frame)
+};
+struct BorrowedFrame {
+  geomopt::Borrowed<geomopt::Stiefel<double>> frame;
+  GEOMOPT_PTREE(frame)
+};
+
+}  // namespace
+
+TEST_CASE("a tree of Borrowed Stiefel leaves and the owned tree read each other's files (the points' N and n)") {
+  iotest::ScratchDir dir("borrowed_frame");
+  const Eigen::MatrixXd q =
+      Eigen::MatrixXd::Random(6, 2).householderQr().householderQ() * Eigen::MatrixXd::Identity(6, 2);
+  OwnedFrame owned{geomopt::Stiefel<double>(q)};
+  geomopt::io::save(dir.file("owned.h5"), owned);
+
+  std::vector<double> buffer(12, 0.0);
+  BorrowedFrame lent{geomopt::Borrowed<geomopt::Stiefel<double>>(buffer.data(), 6, 2)};
+  geomopt::io::load(dir.file("owned.h5"), lent);
+  CHECK(Eigen::Map<const Eigen::MatrixXd>(buffer.data(), 6, 2) == q);
+
+  geomopt::io::save(dir.file("borrowed.h5"), lent);
+  OwnedFrame back{geomopt::Stiefel<double>(Eigen::MatrixXd::Identity(6, 2))};
+  const auto report = geomopt::io::load(dir.file("borrowed.h5"), back);
+  CHECK(report.complete());
+  CHECK(back.frame.value() == q);
 }

@@ -94,12 +94,17 @@ void describe_state(GroupView& params, const State& state, std::vector<GroupView
     b.rows = data.rows();
     b.cols = data.cols();
     // Shaped like the parameter when it has the parameter's size: a scalar leaf's slot is a scalar, a vector's a
-    // vector; a manifold leaf's tangent coordinates are a vector.
+    // vector, a matrix's a matrix of its shape (a slot is in its leaf's storage order: a row-major leaf's slot is
+    // row-major); a manifold leaf's tangent coordinates are a vector.
     const BlockView* p = !leaf->structured && leaf->blocks.size() == 1 ? &leaf->blocks[0] : nullptr;
-    if (p != nullptr && p->rank == 0 && b.rows * b.cols == 1)
-      b.rank = 0;
-    else
+    if (p != nullptr && b.rows * b.cols == p->rows * p->cols) {
+      b.rank = p->rank;
+      b.rows = p->rows;
+      b.cols = p->cols;
+      b.row_major = p->row_major;
+    } else {
       b.rank = b.cols == 1 ? 1 : 2;
+    }
     v.blocks.push_back(b);
     g.leaves.push_back(std::move(v));
   });

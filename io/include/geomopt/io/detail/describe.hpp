@@ -151,7 +151,10 @@ struct Describer {
     v.path = path.str();
     v.segments = segments_of(path);
     v.trainable = trainable;
-    if constexpr (ptree::detail::kind_v<L> == ptree::detail::Kind::protocol_leaf) {
+    // A protocol leaf is a group of blocks with its type, unless it says it is a plain array (ptree_plain_leaf: one
+    // block, saved as the dataset an Eigen leaf of that shape would be, e.g. ptree::BorrowedArray).
+    if constexpr (ptree::detail::kind_v<L> == ptree::detail::Kind::protocol_leaf &&
+                  !requires { ptree_plain_leaf(leaf); }) {
       v.structured = true;
       v.type = ptree::detail::leaf_type_name(leaf);
       v.metadata = leaf_metadata(leaf);
