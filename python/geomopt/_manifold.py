@@ -12,10 +12,10 @@ shape ``(a, b)`` is, in memory, the ``b x a`` point ``X^T``, and that is what ge
   hyperboloid.
 
 ``layout(shape)`` gives the shape geomopt sees, ``(rows, cols, transposed)``, or raises ValueError saying what shape
-was expected.
+was expected. The rule is the C++ library's (geomopt/manifolds/tensor_layout.hpp), which libtorch trees share.
 """
 
-import math
+from geomopt import _core
 
 
 class Manifold:
@@ -26,7 +26,7 @@ class Manifold:
 
     def layout(self, shape):
         """The shape geomopt sees for a tensor of this shape: (rows, cols, transposed)."""
-        raise NotImplementedError
+        return _core.tensor_layout(self.kind, list(shape))
 
     def __repr__(self):
         return f"geomopt.{self.name}()"
@@ -38,23 +38,11 @@ class Manifold:
         return hash(type(self))
 
 
-def _matrix(manifold, shape):
-    if len(shape) != 2:
-        raise ValueError(f"{manifold.name} needs a matrix (2-D tensor), got shape {tuple(shape)}")
-    return shape[0], shape[1]
-
-
 class Stiefel(Manifold):
     """Matrices with orthonormal rows (wide or square) or columns (tall): the shorter side is orthonormal."""
 
     name = "Stiefel"
     kind = 1
-
-    def layout(self, shape):
-        a, b = _matrix(self, shape)
-        if a == 0 or b == 0:
-            raise ValueError(f"{self.name} needs a non-empty matrix, got shape {tuple(shape)}")
-        return (b, a, False) if a <= b else (a, b, True)
 
 
 class Grassmann(Stiefel):
@@ -70,24 +58,12 @@ class Sphere(Manifold):
     name = "Sphere"
     kind = 3
 
-    def layout(self, shape):
-        n = math.prod(shape)
-        if n == 0:
-            raise ValueError(f"{self.name} needs a non-empty tensor, got shape {tuple(shape)}")
-        return n, 1, False
-
 
 class SpecialOrthogonal(Manifold):
     """Square rotation matrices: X^T X = I, det X = 1."""
 
     name = "SpecialOrthogonal"
     kind = 4
-
-    def layout(self, shape):
-        a, b = _matrix(self, shape)
-        if a != b or a == 0:
-            raise ValueError(f"{self.name} needs a non-empty square matrix, got shape {tuple(shape)}")
-        return a, a, False
 
 
 class SPD(SpecialOrthogonal):
@@ -103,12 +79,6 @@ class Oblique(Manifold):
     name = "Oblique"
     kind = 6
 
-    def layout(self, shape):
-        a, b = _matrix(self, shape)
-        if b == 0:
-            raise ValueError(f"{self.name} needs rows of at least one entry, got shape {tuple(shape)}")
-        return b, a, False
-
 
 class Lorentz(Manifold):
     """The hyperboloid model of hyperbolic space: vectors x of n + 1 entries with <x, x>_L = -1, x_0 > 0."""
@@ -116,14 +86,7 @@ class Lorentz(Manifold):
     name = "Lorentz"
     kind = 7
 
-    def layout(self, shape):
-        if len(shape) != 1 or shape[0] == 0:
-            raise ValueError(f"{self.name} needs a non-empty vector (1-D tensor), got shape {tuple(shape)}")
-        return shape[0], 1, False
-
 
 def euclidean_layout(shape):
     """A Euclidean tensor as a row-major rows x cols array: its first dimension by the product of the others."""
-    if len(shape) == 0:
-        return 1, 1, False
-    return shape[0], math.prod(shape[1:]), False
+    return _core.tensor_layout(0, list(shape))

@@ -29,7 +29,6 @@ Contract:
 """
 
 import collections
-import math
 import re
 
 import torch
@@ -228,12 +227,12 @@ class _GeomoptOptimizer(torch.optim.Optimizer):
             for leaf in range(len(engine)):
                 owner[engine.index(leaf)] = (engine, leaf)
             engines.append(engine)
-        # A manifold parameter must be on its manifold: sqrt(machine epsilon) of its dtype, as geomopt checks points.
+        # A manifold parameter must be on its manifold, to within the tolerance every binding uses.
         for k, s in enumerate(specs):
             if s.manifold is None:
                 continue
             engine, leaf = owner[k]
-            tolerance = math.sqrt(torch.finfo(s.dtype).eps) * max(1.0, math.sqrt(s.rows * s.cols) / 8)
+            tolerance = _core.tensor_point_tolerance(s.dtype == torch.float64, s.rows, s.cols)
             distance = engine.distance(leaf)
             if not (distance <= tolerance):
                 raise ValueError(f"{s.label()}: not a point of {s.manifold.name} (its distance from the manifold is "

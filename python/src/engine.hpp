@@ -32,19 +32,21 @@
 #include <vector>
 
 #include "geomopt/manifolds.hpp"
+#include "geomopt/manifolds/tensor_layout.hpp"
 #include "geomopt/optimizers.hpp"
 #include "geomopt/ptree/borrowed_array.hpp"
 
 namespace geomopt::python {
 
-/// The kinds of parameter, in the order of Leaf's alternatives; Python names them (geomopt.Manifold.kind).
-enum class Kind : int { euclidean, stiefel, grassmann, sphere, special_orthogonal, spd, oblique, lorentz };
+/// The kinds of parameter (geomopt.Manifold.kind in Python), in the order of Leaf's alternatives.
+using Kind = TensorKind;
 
 template <class T>
 using Leaf = std::variant<ptree::BorrowedArray<T>, Borrowed<Stiefel<T>>, Borrowed<Grassmann<T>>, Borrowed<Sphere<T>>,
                           Borrowed<SpecialOrthogonal<T>>, Borrowed<SPD<T>>, Borrowed<Oblique<T>>, Borrowed<Lorentz<T>>>;
 template <class T>
 using Tree = std::vector<Leaf<T>>;
+static_assert(std::variant_size_v<Leaf<float>> == kTensorKinds, "Leaf: one alternative per TensorKind, in its order");
 
 /// One parameter as the engine sees it.
 struct ParamSpec {
@@ -96,6 +98,15 @@ class AnyEngine {
   virtual std::size_t nbytes() const = 0;
   /// How far a manifold leaf is from its manifold, as at the last step or construction (0 for a Euclidean leaf).
   virtual double distance(std::size_t leaf) const = 0;
+  /// The parameters' description, as made (geomopt.io names each leaf by the optimizer's parameters).
+  virtual const std::vector<ParamSpec>& specs() const = 0;
+  /// Whether the engine steps double (else float) parameters: the type of optimizer_state()'s tree.
+  virtual bool is_double() const = 0;
+  /// The optimizer state, an OptimizerState<Tree<double>> or OptimizerState<Tree<float>> (is_double() says
+  /// which), for geomopt.io to save and load by path; state_loaded() after writing it.
+  virtual void* optimizer_state() = 0;
+  /// Brings the engine's views (the step counts) up to its state after a load wrote it.
+  virtual void state_loaded() = 0;
 };
 
 namespace detail {
@@ -118,18 +129,7 @@ void emplace_leaf(Leaf<T>& leaf, int kind) {
 // missing gradient: an empty leaf).
 template <class T>
 void lend(Leaf<T>& leaf, T* data, Eigen::Index rows, Eigen::Index cols) {
-  std::visit(
-      [&](auto& x) {
-        using X = std::remove_cvref_t<decltype(x)>;
-        if (data != nullptr) {
-          x.lend(data, rows, cols);
-        } else if constexpr (requires { X::kEmptyCols; }) {
-          x.lend(nullptr, 0, X::kEmptyCols);
-        } else {
-          x.lend(nullptr, 0, 0);
-        }
-      },
-      leaf);
+  std::visit([&](auto& x) { x.lend(data, rows, cols); }, leaf);
 }
 
 inline std::optional<Retraction> retraction_named(const std::string& name) {
@@ -260,6 +260,10 @@ class Engine final : public AnyEngine {
     refresh_steps();
   }
   std::size_t nbytes() const override { return state_.nbytes(); }
+  const std::vector<ParamSpec>& specs() const override { return specs_; }
+  bool is_double() const override { return std::is_same_v<T, double>; }
+  void* optimizer_state() override { return &state_; }
+  void state_loaded() override { refresh_steps(); }
   double distance(std::size_t leaf) const override {
     return std::visit(
         [](const auto& x) -> double {
@@ -304,11 +308,7 @@ class Engine final : public AnyEngine {
     for (std::size_t i = 0; i < specs_.size(); ++i) {
       const ParamSpec& s = specs_[i];
       T* data = reinterpret_cast<T*>(grads.at(s.index));
-      if (data == nullptr) {
-        detail::lend(grads_[i], data, 0, 0);
-        continue;
-      }
-      if (s.transposed) {
+      if (data != nullptr && s.transposed) {
         ColMajor(buffers_[i].grad.data(), s.rows, s.cols) = RowMajor(data, s.rows, s.cols);
         data = buffers_[i].grad.data();
       }

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "engine.hpp"
 #include "geomopt/manifolds.hpp"
@@ -20,28 +21,10 @@ namespace {
 template <class T>
 using Array = py::array_t<T, py::array::c_style | py::array::forcecast>;
 
-// Calls f(std::type_identity<M>{}) for the point type M of a Kind.
+// Calls f(std::type_identity<M>{}) for the point type M of a kind (geomopt::with_point_type).
 template <class T, class F>
 py::object with_manifold(int kind, F&& f) {
-  switch (static_cast<Kind>(kind)) {
-    case Kind::stiefel:
-      return f(std::type_identity<Stiefel<T>>{});
-    case Kind::grassmann:
-      return f(std::type_identity<Grassmann<T>>{});
-    case Kind::sphere:
-      return f(std::type_identity<Sphere<T>>{});
-    case Kind::special_orthogonal:
-      return f(std::type_identity<SpecialOrthogonal<T>>{});
-    case Kind::spd:
-      return f(std::type_identity<SPD<T>>{});
-    case Kind::oblique:
-      return f(std::type_identity<Oblique<T>>{});
-    case Kind::lorentz:
-      return f(std::type_identity<Lorentz<T>>{});
-    case Kind::euclidean:
-      break;
-  }
-  throw std::invalid_argument("geomopt: no manifold of kind " + std::to_string(kind));
+  return with_point_type<T>(static_cast<Kind>(kind), std::forward<F>(f));
 }
 
 // M's point holding the array's numbers (rows x cols, column-major); the array's size must be rows * cols.

@@ -14,6 +14,9 @@
 #include "engine.hpp"
 #include "make_engine.hpp"
 #include "manifold_functions.hpp"
+#ifdef GEOMOPT_PYTHON_IO
+#include "checkpoint.hpp"
+#endif
 
 namespace py = pybind11;
 using geomopt::python::AnyEngine;
@@ -50,6 +53,30 @@ template <class Index>
 PYBIND11_MODULE(_core, m) {
   m.doc() = "geomopt's compiled core: the engines behind geomopt.torch, the functions behind geomopt.manifolds";
   geomopt::python::bind_manifold_functions(m);
+#ifdef GEOMOPT_PYTHON_IO
+  geomopt::python::bind_checkpoints(m);
+#endif
+
+  m.def(
+      "tensor_layout",
+      [](int kind, const std::vector<std::int64_t>& shape) {
+        if (kind < 0 || kind >= geomopt::kTensorKinds)
+          throw std::invalid_argument("geomopt: unknown parameter kind " + std::to_string(kind));
+        const geomopt::TensorLayout l = geomopt::tensor_layout(static_cast<geomopt::TensorKind>(kind), shape);
+        return py::make_tuple(l.rows, l.cols, l.transposed);
+      },
+      py::arg("kind"), py::arg("shape"),
+      "The shape geomopt sees for a tensor of `shape` as a leaf of `kind`: (rows, cols, transposed) "
+      "(geomopt/manifolds/tensor_layout.hpp); ValueError saying what shape the kind needs.");
+
+  m.def(
+      "tensor_point_tolerance",
+      [](bool is_double, std::int64_t rows, std::int64_t cols) {
+        return is_double ? geomopt::tensor_point_tolerance<double>(rows, cols)
+                         : geomopt::tensor_point_tolerance<float>(rows, cols);
+      },
+      py::arg("is_double"), py::arg("rows"), py::arg("cols"),
+      "How far a parameter given as a manifold point may be from its manifold (geomopt/manifolds/tensor_layout.hpp).");
 
   py::class_<ParamSpec>(m, "ParamSpec")
       .def(py::init<>())
