@@ -19,6 +19,7 @@ packages=(
   gnuplot-nox                 # the plots of examples/fashion_mnist and benchmarks/run_all
   python3-dev pybind11-dev    # the Python package (python/): its extension, for Debian's /usr/bin/python3
   python3-torch python3-pytest  # geomopt.torch and its tests; PyTorch is also the reference of the optimizer benchmark
+  libtorch-dev                # geomopt::libtorch (trees over torch::nn::Module tensors), its test, examples/libtorch_mlp
 )
 
 missing=()

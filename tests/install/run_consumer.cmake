@@ -58,3 +58,9 @@ else()
   set(consumer "${build}/consumer${CMAKE_EXECUTABLE_SUFFIX}")
 endif()
 run("run the consumer" "${consumer}")
+
+# The libtorch consumer, built when the installed package has the libtorch component.
+get_filename_component(consumer_dir "${consumer}" DIRECTORY)
+if(EXISTS "${consumer_dir}/consumer_libtorch${CMAKE_EXECUTABLE_SUFFIX}")
+  run("run the libtorch consumer" "${consumer_dir}/consumer_libtorch${CMAKE_EXECUTABLE_SUFFIX}")
+endif()
