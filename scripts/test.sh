@@ -44,8 +44,10 @@ export ASAN_OPTIONS="detect_leaks=1"
 # such files); leaks with no HDF5 frame still fail.
 export LSAN_OPTIONS="suppressions=${PWD}/tests/io/fuzz_lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1"
+# geomopt::libtorch is left to the Release stage: libtorch 1.13's own headers do not compile under clang 14 in C++20
+# (std::vector<c10::IValue> of an incomplete type, in ATen/core/List.h).
 build_and_test asan -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O0 -g1" \
-  -DGEOMOPT_SANITIZE=ON -DGEOMOPT_TEST_INSTALL=OFF -DGEOMOPT_BUILD_PYTHON=OFF
+  -DGEOMOPT_SANITIZE=ON -DGEOMOPT_TEST_INSTALL=OFF -DGEOMOPT_BUILD_PYTHON=OFF -DGEOMOPT_BUILD_LIBTORCH=OFF
 
 echo "test.sh: all tests passed (Release and ASan+UBSan)"
