@@ -11,9 +11,12 @@
 #include <Eigen/SVD>
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <geomopt/optimizers.hpp>
+#include <geomopt/ptree/borrowed_array.hpp>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../support/sanitized.hpp"
@@ -500,4 +503,123 @@ TEST_CASE("ManifoldMuon: Brockett's cost on St(20, 5) reaches its minimum with a
   CHECK(first.dual - first.primal <= 1e-6 * first.dual);
   CHECK_THROWS_WITH_AS(st.direction_report(1), doctest::Contains("leaf 1 is not a Stiefel leaf"),
                        std::invalid_argument);
+}
+
+TEST_CASE("Muon: a leaf without a gradient sits the step out under MissingGradient::skip, keeping its own count") {
+  geomopt::Rng rng(41);
+  const MatD g1 = gaussian(rng, 4, 2), g3 = gaussian(rng, 4, 2);
+  const Eigen::VectorXd b1 = Eigen::VectorXd::Constant(3, 0.5);
+  geomopt::CommonOptions common;
+  common.missing_gradient = geomopt::MissingGradient::skip;
+  const geomopt::MuonOptions<> options{.lr = 0.1, .weight_decay = 0.1};
+  geomopt::Muon muon(options, common);
+  MuonNet<double> p{MatD::Constant(4, 2, 0.5), Eigen::VectorXd::Zero(3)};
+  auto st = muon.init(p);
+  muon.step(p, MuonNet<double>{g1, b1}, st);
+  const MatD w1 = p.w;
+  muon.step(p, MuonNet<double>{MatD(), b1}, st);  // w has no gradient
+  CHECK(p.w == w1);
+  CHECK(st.step_count() == 2);
+  CHECK(st.leaf_step_count(0) == 1);
+  CHECK(st.leaf_step_count(1) == 2);
+  std::vector<std::pair<std::string, std::int64_t>> recorded;
+  st.for_each_leaf_step([&](const std::string& path, std::int64_t t) { recorded.emplace_back(path, t); });
+  CHECK(recorded == std::vector<std::pair<std::string, std::int64_t>>{{"w", 1}});
+  muon.step(p, MuonNet<double>{g3, b1}, st);
+
+  // Muon's update has no step count in it: w is where two steps with g1 and g3 take it, bitwise.
+  geomopt::Muon plain(options);
+  MuonNet<double> q{MatD::Constant(4, 2, 0.5), Eigen::VectorXd::Zero(3)};
+  auto sq = plain.init(q);
+  plain.step(q, MuonNet<double>{g1, b1}, sq);
+  plain.step(q, MuonNet<double>{g3, b1}, sq);
+  CHECK(p.w == q.w);
+
+  // Restoring counts, as a checkpoint does; a count beyond the state's is refused, naming the leaf.
+  st.set_leaf_step_count(0, 3);
+  CHECK(st.leaf_step_count(0) == 3);
+  CHECK_THROWS_WITH_AS(st.set_leaf_step_count(0, 4), "w: a leaf's step count must be from 0 to the state's 3, got 4",
+                       std::invalid_argument);
+  st.set_leaf_step_count(0, 1);
+  st.set_step_count(5);
+  CHECK(st.leaf_step_count(0) == 5);
+  // Without skip, an empty gradient of a Muon leaf is a structure error, and nothing is written.
+  geomopt::Muon erroring(options);
+  auto se = erroring.init(p);
+  const MatD before = p.w;
+  CHECK_THROWS_AS(erroring.step(p, MuonNet<double>{MatD(), b1}, se), geomopt::StructureError);
+  CHECK(p.w == before);
+}
+
+TEST_CASE("Muon: lr_scale and weight decay set between steps act as the same options given at init") {
+  geomopt::Rng rng(42);
+  Tree p0{gaussian(rng, 8, 5).cast<float>(), gaussian(rng, 3, 7).cast<float>(), Eigen::VectorXf::Ones(6),
+          geomopt::Stiefel<float>::random_point(rng, 9, 3)};
+  Tree g{gaussian(rng, 8, 5).cast<float>(), gaussian(rng, 3, 7).cast<float>(), Eigen::VectorXf::Constant(6, 0.3f),
+         geomopt::Stiefel<float>(gaussian(rng, 9, 3).cast<float>())};
+  geomopt::ManifoldMuon muon({.lr = 0.05, .weight_decay = 0.01});
+  auto rule = [](const geomopt::ptree::Path& path) {
+    geomopt::LeafOptions o;
+    if (path.str() != "s") o.weight_decay = 0.2;
+    o.lr_scale = 0.5;
+    return o;
+  };
+  Tree a = p0, b = p0;
+  auto sa = muon.init(a, rule);
+  auto sb = muon.init(b);
+  for (std::size_t i = 0; i < 4; ++i) {
+    sb.set_leaf_lr_scale(i, 0.5);
+    if (i != 3) sb.set_leaf_weight_decay(i, 0.2);
+  }
+  muon.step(a, g, sa);
+  muon.step(b, g, sb);
+  CHECK(a.a == b.a);
+  CHECK(a.b == b.b);
+  CHECK(a.c == b.c);
+  CHECK(a.s.value() == b.s.value());
+  CHECK_THROWS_WITH_AS(sb.set_leaf_lr_scale(0, -1), "a: lr_scale must be >= 0, got -1.000000", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(sb.set_leaf_weight_decay(3, 0.1), "s: weight decay does not apply to Stiefel leaves",
+                       std::invalid_argument);
+  CHECK_THROWS_AS(sb.set_leaf_weight_decay(2, -0.5), std::invalid_argument);  // the fallback's leaf, its own rule
+}
+
+namespace {
+template <class T>
+struct BorrowedNet {
+  geomopt::ptree::BorrowedArray<T> w;        // row-major, Muon's
+  geomopt::Borrowed<geomopt::Stiefel<T>> s;  // ManifoldMuon's
+  GEOMOPT_PTREE(w, s)
+};
+template <class T>
+struct OwnedNet {
+  Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> w;
+  geomopt::Stiefel<T> s;
+  GEOMOPT_PTREE(w, s)
+};
+}  // namespace
+
+TEST_CASE("ManifoldMuon: leaves over borrowed memory step as the owned leaves do, bitwise, in place") {
+  geomopt::Rng rng(43);
+  using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  OwnedNet<float> owned{gaussian(rng, 5, 3).cast<float>(), geomopt::Stiefel<float>::random_point(rng, 10, 4)};
+  std::vector<float> w(owned.w.data(), owned.w.data() + owned.w.size());
+  MatD s0 = owned.s.value().cast<double>();
+  std::vector<float> s(owned.s.value().data(), owned.s.value().data() + owned.s.value().size());
+  BorrowedNet<float> borrowed{{w.data(), 5, 3}, {s.data(), 10, 4}};
+  geomopt::ManifoldMuon muon({.lr = 0.05});
+  auto so = muon.init(owned);
+  auto sb = muon.init(borrowed);
+  CHECK(sb.muon_leaf(0));
+  CHECK(sb.muon_leaf(1));
+  for (int k = 0; k < 3; ++k) {
+    const RowMat gw = gaussian(rng, 5, 3).cast<float>();
+    Mat<float> gs = gaussian(rng, 10, 4).cast<float>();
+    std::vector<float> gwv(gw.data(), gw.data() + gw.size()), gsv(gs.data(), gs.data() + gs.size());
+    muon.step(owned, OwnedNet<float>{gw, geomopt::Stiefel<float>(gs)}, so);
+    muon.step(borrowed, BorrowedNet<float>{{gwv.data(), 5, 3}, {gsv.data(), 10, 4}}, sb);
+  }
+  CHECK(std::equal(w.begin(), w.end(), owned.w.data()));
+  CHECK(std::equal(s.begin(), s.end(), owned.s.value().data()));
+  CHECK((owned.s.value().cast<double>() - s0).norm() > 1e-3);  // it moved
+  CHECK(geomopt::check(borrowed.s) < 1e-5);
 }

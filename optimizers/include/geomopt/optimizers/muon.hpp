@@ -21,9 +21,13 @@
 // or by dual descent on |U + W X|_* (docs/optimizers.md has the derivation, docs/design.md the measurements that
 // chose the default). Its Euclidean matrix leaves take Muon's step, every other leaf the fallback's.
 //
-// Invariants: a step reads every gradient before writing (clipping, the non-finite policy, the schedule and the EMA
-// of CommonOptions cover Muon's leaves and the fallback's alike); Muon's Newton-Schulz step allocates nothing;
-// stepping a tree that does not match the state throws before anything is written.
+// Its leaves are matrices and Stiefel points, owned or over borrowed memory (ptree::BorrowedArray, Borrowed<Stiefel>).
+//
+// Invariants: a step reads every gradient before writing (clipping, the non-finite policy, the schedule, the EMA and
+// MissingGradient::skip of CommonOptions cover Muon's leaves and the fallback's alike: a leaf without a gradient sits
+// the step out with its own step count); per-leaf lr_scale and weight decay may change between steps, as for an
+// OptimizerState; Muon's Newton-Schulz step allocates nothing; stepping a tree that does not match the state throws
+// before anything is written.
 #pragma once
 
 #include <Eigen/Core>
@@ -497,7 +501,13 @@ struct MuonLeafRecord {
   double weight_decay = 0;
   bool weight_decay_set = false;  // by the rule (else Muon's weight_decay applies)
   StiefelMuonRetraction retraction = StiefelMuonRetraction::polar;
+  std::int64_t skipped = 0;  // steps sat out for want of a gradient (MissingGradient::skip)
+  bool missing = false;      // this step's gradient is empty and the leaf sits it out
 };
+
+// Whether a leaf of scalar T is a Stiefel point ManifoldMuon steps: Stiefel<T>, or one over borrowed memory.
+template <class L, class T>
+inline constexpr bool muon_stiefel_leaf = std::is_same_v<L, Stiefel<T>> || std::is_same_v<L, Borrowed<Stiefel<T>>>;
 
 // The per-step buffers of one Muon leaf (scratch, rebuilt by init).
 template <class T>
@@ -539,7 +549,56 @@ class MuonState {
   using ConstMatrixMap = typename OptimizerState<Tree>::ConstMatrixMap;
 
   std::int64_t step_count() const noexcept { return fallback_.step_count(); }
-  void set_step_count(std::int64_t t) { fallback_.set_step_count(t); }
+  /// Sets the step count, for restoring a checkpoint; every leaf's own count becomes t too.
+  void set_step_count(std::int64_t t) {
+    fallback_.set_step_count(t);
+    for (auto& r : records_) r.skipped = 0;
+  }
+  /// The steps leaf i (walk order) has taken, as OptimizerState::leaf_step_count says: the state's count less the
+  /// steps it sat out for want of a gradient (CommonOptions::missing_gradient = skip); 0 for a frozen leaf.
+  std::int64_t leaf_step_count(std::size_t i) const {
+    const int m = muon_of_leaf_.at(i);
+    return m < 0 ? fallback_.leaf_step_count(i) : step_count() - records_[static_cast<std::size_t>(m)].skipped;
+  }
+  /// Sets leaf i's own step count, for restoring a checkpoint: std::invalid_argument unless the leaf is not frozen
+  /// and 0 <= t <= step_count().
+  void set_leaf_step_count(std::size_t i, std::int64_t t) {
+    const int m = muon_of_leaf_.at(i);
+    if (m < 0) return fallback_.set_leaf_step_count(i, t);
+    if (t < 0 || t > step_count())
+      throw std::invalid_argument(leaf_path(i) + ": a leaf's step count must be from 0 to the state's " +
+                                  std::to_string(step_count()) + ", got " + std::to_string(t));
+    records_[static_cast<std::size_t>(m)].skipped = step_count() - t;
+  }
+  /// f(path, count) for each leaf whose own step count differs from the state's, in walk order (what a checkpoint
+  /// records beside the step count).
+  template <class F>
+  void for_each_leaf_step(F&& f) const {
+    for (std::size_t i = 0; i < muon_of_leaf_.size(); ++i)
+      if (!leaf_frozen(i) && leaf_step_count(i) != step_count()) f(leaf_path(i), leaf_step_count(i));
+  }
+  /// Changes leaf i's lr_scale between steps (a per-group learning rate a schedule moves), Muon's leaves and the
+  /// fallback's alike: std::invalid_argument naming the leaf for a frozen leaf or a value that is not >= 0, and
+  /// nothing changes then.
+  void set_leaf_lr_scale(std::size_t i, double lr_scale) {
+    const int m = muon_of_leaf_.at(i);
+    if (m < 0) return fallback_.set_leaf_lr_scale(i, lr_scale);
+    if (!(lr_scale >= 0))
+      throw std::invalid_argument(leaf_path(i) + ": lr_scale must be >= 0, got " + std::to_string(lr_scale));
+    records_[static_cast<std::size_t>(m)].lr_scale = lr_scale;
+  }
+  /// Changes leaf i's weight decay between steps, likewise; a Stiefel leaf's must stay 0.
+  void set_leaf_weight_decay(std::size_t i, double weight_decay) {
+    const int m = muon_of_leaf_.at(i);
+    if (m < 0) return fallback_.set_leaf_weight_decay(i, weight_decay);
+    auto& rec = records_[static_cast<std::size_t>(m)];
+    if (!(weight_decay >= 0))
+      throw std::invalid_argument(leaf_path(i) + ": weight_decay must be >= 0, got " + std::to_string(weight_decay));
+    if (rec.stiefel && weight_decay != 0)
+      throw std::invalid_argument(leaf_path(i) + ": weight decay does not apply to Stiefel leaves");
+    rec.weight_decay = weight_decay;
+    rec.weight_decay_set = true;
+  }
   /// "Muon" or "ManifoldMuon".
   std::string_view optimizer() const noexcept { return name_; }
   /// Muon's hyperparameters, then the fallback's as "fallback.<kernel>.<name>".
@@ -677,6 +736,8 @@ class BasicMuon {
       Units<Tree> units{*this, st};
       StepReport report = fallback_.step_with(params, grads, st.fallback_, units);
       report.lr = options_.lr * factor;
+      if (report.applied)
+        for (auto& rec : st.records_) rec.skipped += rec.missing ? 1 : 0;
       return report;
     } else {
       ptree::detail::not_a_tree<Tree>();
@@ -728,11 +789,11 @@ class BasicMuon {
           bool eligible = false;
           std::string kind;
           if constexpr (detail::manifold_leaf<L>) {
-            eligible = kManifold && std::is_same_v<L, Stiefel<T>>;
+            eligible = kManifold && detail::muon_stiefel_leaf<L, T>;
             kind = "a ";
             kind += L::kName;
             kind += " leaf";
-            if constexpr (std::is_same_v<L, Stiefel<T>>) {
+            if constexpr (detail::muon_stiefel_leaf<L, T>) {
               rec.rows = leaf.value().rows();
               rec.cols = leaf.value().cols();
               rec.stiefel = true;
@@ -823,7 +884,7 @@ class BasicMuon {
               w->pt.resize(rec.cols, rec.cols);
               w->eig = Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd>(rec.cols);
             } else {
-              if constexpr (std::is_same_v<L, Stiefel<T>>) {
+              if constexpr (detail::muon_stiefel_leaf<L, T>) {
                 w->stepper = detail::make_leaf_stepper(leaf, SectionPolicy::recomputed);
                 w->coords.resize(w->stepper->tangent_size(), 1);
               }
@@ -868,6 +929,7 @@ class BasicMuon {
     MuonState<Tree>& st;
 
     void collect(Tree& params, const Tree& grads, Tree* ema) {
+      const bool skip_missing = self.fallback_.common().missing_gradient == MissingGradient::skip;
       std::size_t leaf = 0;
       auto visit = [&](auto& p, const auto& g, auto&... e) {
         using L = std::remove_cvref_t<decltype(p)>;
@@ -875,9 +937,14 @@ class BasicMuon {
         if (i >= st.muon_of_leaf_.size()) return;  // the fallback's collect has thrown for this already
         const int m = st.muon_of_leaf_[i];
         if (m < 0) return;
-        const auto& rec = st.records_[static_cast<std::size_t>(m)];
+        auto& rec = st.records_[static_cast<std::size_t>(m)];
         const std::string& path = st.fallback_.leaf_path(i);
         auto& ptr = st.pointers_[static_cast<std::size_t>(m)];
+        rec.missing = skip_missing && detail::holds_no_number(g) && !detail::holds_no_number(p);
+        if (rec.missing) {
+          ptr = {};
+          return;
+        }
         if constexpr (detail::manifold_leaf<L>) {
           const Eigen::Index rows = p.value().rows(), cols = p.value().cols();
           if (!rec.stiefel || rows != rec.rows || cols != rec.cols)
@@ -931,6 +998,8 @@ class BasicMuon {
       for (std::size_t r = 0; r < st.records_.size(); ++r) {
         const auto& rec = st.records_[r];
         const auto& ptr = st.pointers_[r];
+        st.work_[r]->squared = 0;
+        if (rec.missing) continue;
         const Eigen::Map<const detail::Mat<T>> g(ptr.g, rec.rows, rec.cols);
         double sq = 0;
         for (Eigen::Index j = 0; j < rec.cols; ++j) sq += g.col(j).template cast<double>().squaredNorm();
@@ -952,6 +1021,7 @@ class BasicMuon {
       std::size_t first = static_cast<std::size_t>(-1);
       for (std::size_t r = 0; r < st.records_.size(); ++r) {
         const auto& rec = st.records_[r];
+        if (rec.missing) continue;
         const Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> g(st.pointers_[r].g, rec.rows * rec.cols);
         if (!g.allFinite()) first = std::min(first, rec.leaf);
       }
@@ -970,13 +1040,14 @@ class BasicMuon {
     std::size_t verify(int member, double factor, T gscale) {
       std::size_t first = static_cast<std::size_t>(-1);
       for (std::size_t r : st.plan_[static_cast<std::size_t>(member)])
-        if (!self.prepare_leaf(st, r, factor, gscale, true)) first = std::min(first, st.records_[r].leaf);
+        if (!st.records_[r].missing && !self.prepare_leaf(st, r, factor, gscale, true))
+          first = std::min(first, st.records_[r].leaf);
       return first;
     }
 
     void run(int member, std::int64_t, double factor, T gscale, T decay, bool verified) {
       for (std::size_t r : st.plan_[static_cast<std::size_t>(member)])
-        self.step_leaf(st, r, factor, gscale, decay, verified);
+        if (!st.records_[r].missing) self.step_leaf(st, r, factor, gscale, decay, verified);
     }
   };
 
