@@ -77,9 +77,10 @@ def _tensor_specs(module):
 
 
 def _optimizer_args(optimizer, by_id):
-    """(engine, the module's name of each of its parameters, group 0's lr and weight decay), or Nones."""
+    """(engine, the module's name of each of its parameters, group 0's rates: lr and weight decay, and for Muon its
+    fallback's adamw_lr and adamw_weight_decay), or Nones."""
     if optimizer is None:
-        return None, [], 0.0, 0.0
+        return None, [], [], []
     engines = getattr(optimizer, "_engines", None)
     if engines is None:
         raise TypeError(f"geomopt.io: expected a geomopt.torch optimizer, got {type(optimizer).__name__}")
@@ -94,8 +95,8 @@ def _optimizer_args(optimizer, by_id):
         if name is None:
             raise ValueError(f"geomopt.io: the optimizer's {spec.label()} is not a parameter of the module")
         names.append(name)
-    group = optimizer.param_groups[0]
-    return engine, names, float(group["lr"]), float(group.get("weight_decay", 0.0))
+    lr0, wd0 = optimizer._rates(optimizer.param_groups[:1])
+    return engine, names, lr0, wd0
 
 
 def save(file, module, optimizer=None, *, step=None, attributes=None, overwrite=True, durable=True):

@@ -6,6 +6,10 @@
     opt = geomopt.torch.Adam([w, bias], lr=1e-3)       # torch.optim.Adam's arguments and parameter groups
     loss.backward(); opt.step()                         # w stays on the Stiefel manifold
 
+SGD, Adam, AdamW, RMSprop and Adagrad follow their torch.optim namesakes; Muon (torch.optim.Muon's arguments) and
+ManifoldMuon step matrices (and ManifoldMuon's Stiefel frames) by orthogonalized momentum and every other parameter by
+AdamW (``adamw_*`` options) in the same step.
+
 Each optimizer is a ``torch.optim.Optimizer`` with torch's constructor arguments and parameter groups, plus geomopt's
 common options (keyword-only): ``clip_norm`` (clip the gradients by their global norm, a manifold parameter's counted
 by its Riemannian gradient), ``ema_decay`` (keep a moving average of the parameters), ``non_finite`` ('propagate',
@@ -16,8 +20,8 @@ Contract:
   * ``step()`` is one call into C++ for every parameter: it reads each ``.grad`` and writes each parameter's storage in
     place (CPU, contiguous, float32 or float64); a parameter whose ``.grad`` is None is skipped, as in torch, and keeps
     its own step count.
-  * Each group's ``lr`` and ``weight_decay`` are read at every step, so ``torch.optim.lr_scheduler`` works. Weight
-    decay does not apply to manifold parameters.
+  * Each group's ``lr`` and ``weight_decay`` (Muon's: also ``adamw_lr`` and ``adamw_weight_decay``) are read at every
+    step, so ``torch.optim.lr_scheduler`` works. Weight decay does not apply to manifold parameters.
   * ``state_dict()`` / ``load_state_dict()`` use torch's layout: per parameter ``step`` and the kernel's arrays
     (``exp_avg``, ...; a manifold parameter's are its tangent coordinates, a vector), ``ema`` with ``ema_decay``, and
     ``param_groups``; so ``torch.save`` / ``torch.load`` resume bit for bit. The tensors in ``opt.state`` are views of
@@ -29,6 +33,7 @@ Contract:
 """
 
 import collections
+import math
 import re
 
 import torch
@@ -37,7 +42,7 @@ from torch.optim.optimizer import required as _required
 from geomopt import _core
 from geomopt._manifold import Manifold, euclidean_layout
 
-__all__ = ["ManifoldParameter", "StepReport", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad"]
+__all__ = ["ManifoldParameter", "StepReport", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Muon", "ManifoldMuon"]
 
 _DTYPES = (torch.float32, torch.float64)
 _NON_FINITE = ("propagate", "skip", "raise")
@@ -200,8 +205,7 @@ class _GeomoptOptimizer(torch.optim.Optimizer):
         """Engines for these groups: one per dtype and set of kernel options, each over its parameters."""
         specs = self._specs_of(groups)
         params = [s.param.data_ptr() for s in specs]
-        lr = [float(g["lr"]) for g in groups]
-        weight_decay = [float(g.get("weight_decay", 0.0)) for g in groups]
+        lr, weight_decay = self._checked_rates(groups)
         by_key = {}
         for k, s in enumerate(specs):
             options = self._kernel_options(groups[s.group])
@@ -211,6 +215,7 @@ class _GeomoptOptimizer(torch.optim.Optimizer):
             spec.rows, spec.cols, spec.transposed = s.rows, s.cols, s.transposed
             spec.group, spec.index = s.group, k
             spec.retraction = groups[s.group].get("retraction") or ""
+            spec.muon = self._leaf_choice(groups[s.group])
             by_key.setdefault(key, (options, []))[1].append(spec)
         if len(by_key) > 1 and (self._common["clip_norm"] > 0 or self._common["non_finite"] != "propagate"):
             raise ValueError("clip_norm and non_finite act on all parameters at once: every group must then share "
@@ -245,17 +250,14 @@ class _GeomoptOptimizer(torch.optim.Optimizer):
     def _views_of(s, engine, leaf):
         """The state tensors of one parameter, views of the engine's memory: step, the kernel's arrays, ema."""
         state = {"step": torch.from_numpy(engine.steps())[leaf]}
-        euclidean = s.manifold is None
-        for k, name in enumerate(engine.slot_names()):
-            t = torch.from_numpy(engine.slot(leaf, k))
-            state[name] = t.view(s.shape) if euclidean else t
+        for k, name in enumerate(engine.slot_names(leaf)):
+            state[name] = _shaped(s, torch.from_numpy(engine.slot(leaf, k)))
         section = engine.section(leaf)
         if section is not None:
             state["section"] = torch.from_numpy(section)
         ema = engine.ema(leaf)
         if ema is not None:
-            t = torch.from_numpy(ema)
-            state["ema"] = t.view(s.shape[1], s.shape[0]).t() if s.transposed else t.view(s.shape)
+            state["ema"] = _shaped(s, torch.from_numpy(ema))
         return state
 
     def _install_views(self):
@@ -301,11 +303,7 @@ class _GeomoptOptimizer(torch.optim.Optimizer):
                 grads.append(g.data_ptr())
             else:
                 self._refuse(s, p, g)
-        lr = [float(g["lr"]) for g in self.param_groups]
-        weight_decay = [float(g.get("weight_decay", 0.0)) for g in self.param_groups]
-        for g, (rate, decay) in enumerate(zip(lr, weight_decay)):
-            if not (rate >= 0) or not (decay >= 0):
-                raise ValueError(f"group {g}: lr and weight_decay must be >= 0, got {rate} and {decay}")
+        lr, weight_decay = self._checked_rates(self.param_groups)
         try:
             reports = _core.step(self._engines, params, grads, lr, weight_decay)
         except ValueError as e:
@@ -314,6 +312,25 @@ class _GeomoptOptimizer(torch.optim.Optimizer):
             raise RuntimeError(_name_parameter(str(e), self._specs)) from None
         self.last_report = self._report(reports)
         return loss
+
+    def _rates(self, groups):
+        """The groups' rates as the engines read them: lr and weight_decay, one entry per group."""
+        return [float(g["lr"]) for g in groups], [float(g.get("weight_decay", 0.0)) for g in groups]
+
+    def _checked_rates(self, groups):
+        lr, weight_decay = self._rates(groups)
+        per_group = len(lr) // max(1, len(groups))
+        for k, (rate, decay) in enumerate(zip(lr, weight_decay)):
+            if not (rate >= 0) or not (decay >= 0):
+                raise ValueError(f"group {k // per_group}: {self._rate_names[k % per_group]} must be >= 0, got "
+                                 f"{rate} and {decay}")
+        return lr, weight_decay
+
+    _rate_names = ("lr and weight_decay",)
+
+    def _leaf_choice(self, group):
+        """ParamSpec.muon of the group's parameters: whether Muon steps them (-1: Muon's own rule)."""
+        return -1
 
     def _refuse(self, s, p, g):
         """Raises the error that the parameter p (g None) or its gradient g deserves."""
@@ -417,6 +434,15 @@ StepReport = collections.namedtuple("StepReport", "applied grad_norm clip_scale 
 StepReport.__doc__ = """What a step did: applied (False when non_finite='skip' refused it), the global gradient norm when
 clipping or the finiteness check computed it (NaN otherwise), the clip factor, and for a refused step the parameter
 and the reason."""
+
+
+def _shaped(s, t):
+    """A state array of the parameter s in the parameter's shape when it has one number per entry (moments of a
+    Euclidean parameter, a Muon momentum, the moving average), else as it is (a manifold parameter's tangent
+    coordinates). The engine's numbers are the leaf's: a tall Stiefel or Grassmann tensor's are column-major."""
+    if t.numel() != math.prod(s.shape):
+        return t
+    return t.view(s.shape[1], s.shape[0]).t() if s.transposed else t.view(s.shape)
 
 
 def _name_parameter(message, specs):
@@ -553,3 +579,100 @@ def _no_maximize(maximize, differentiable):
         raise ValueError("maximize=True is not supported by geomopt; negate the loss instead")
     if differentiable:
         raise ValueError("differentiable=True is not supported by geomopt: its step runs outside autograd")
+
+
+_ADJUST_LR = {None: 0, "original": 0, "match_rms_adamw": 1}
+_STIEFEL_METHODS = ("fixed_point", "dual_ascent")
+_STIEFEL_RETRACTIONS = ("polar", "cayley", "geodesic")
+
+
+class _MuonBase(_GeomoptOptimizer):
+    """Muon's leaves (matrices; ManifoldMuon's Stiefel frames too) and AdamW's (the rest) in one step. A group's
+    ``lr`` and ``weight_decay`` are Muon's, its ``adamw_lr`` and ``adamw_weight_decay`` AdamW's; ``use_muon`` (None,
+    True or False) picks its leaves."""
+
+    def __init__(self, params, lr, weight_decay, momentum, nesterov, ns_coefficients, eps, ns_steps, adjust_lr_fn,
+                 adamw_lr, adamw_betas, adamw_eps, adamw_weight_decay, extra, common):
+        _require(lr >= 0, "learning rate", lr)
+        _require(weight_decay >= 0, "weight_decay", weight_decay)
+        _require(0 <= momentum < 1, "momentum", momentum)
+        _require(isinstance(ns_steps, int) and 1 <= ns_steps <= 100, "ns_steps", ns_steps)
+        _require(len(ns_coefficients) == 3, "ns_coefficients", ns_coefficients)
+        _require(eps > 0, "epsilon", eps)
+        _require(adjust_lr_fn in _ADJUST_LR, "adjust_lr_fn (None, 'original' or 'match_rms_adamw')", adjust_lr_fn)
+        _require(adamw_lr >= 0, "adamw_lr", adamw_lr)
+        _require(0 <= adamw_betas[0] < 1, "adamw_betas[0]", adamw_betas[0])
+        _require(0 <= adamw_betas[1] < 1, "adamw_betas[1]", adamw_betas[1])
+        _require(adamw_eps >= 0, "adamw_eps", adamw_eps)
+        _require(adamw_weight_decay >= 0, "adamw_weight_decay", adamw_weight_decay)
+        defaults = dict(lr=lr, weight_decay=weight_decay, momentum=momentum, nesterov=nesterov,
+                        ns_coefficients=tuple(ns_coefficients), eps=eps, ns_steps=ns_steps, adjust_lr_fn=adjust_lr_fn,
+                        adamw_lr=adamw_lr, adamw_betas=tuple(adamw_betas), adamw_eps=adamw_eps,
+                        adamw_weight_decay=adamw_weight_decay, use_muon=None, **extra)
+        super().__init__(params, defaults, **common)
+
+    _rate_names = ("lr and weight_decay", "adamw_lr and adamw_weight_decay")
+
+    def _rates(self, groups):
+        lr, weight_decay = [], []
+        for g in groups:
+            lr += [float(g["lr"]), float(g["adamw_lr"])]
+            weight_decay += [float(g["weight_decay"]), float(g["adamw_weight_decay"])]
+        return lr, weight_decay
+
+    def _leaf_choice(self, group):
+        use = group.get("use_muon")
+        return -1 if use is None else int(bool(use))
+
+    def _kernel_options(self, g):
+        a, b, c = (float(x) for x in g["ns_coefficients"])
+        return {"momentum": float(g["momentum"]), "nesterov": float(bool(g["nesterov"])),
+                "ns_steps": float(g["ns_steps"]), "ns_a": a, "ns_b": b, "ns_c": c, "ns_eps": float(g["eps"]),
+                "scale": float(_ADJUST_LR[g["adjust_lr_fn"]]), "adamw_beta1": float(g["adamw_betas"][0]),
+                "adamw_beta2": float(g["adamw_betas"][1]), "adamw_eps": float(g["adamw_eps"])}
+
+
+class Muon(_MuonBase):
+    """Muon, with torch.optim.Muon's arguments: each Euclidean parameter of two or more dimensions (a matrix of its
+    first dimension by the others, at least 2 x 2) steps by its momentum orthogonalized by Newton-Schulz,
+    ``P <- (1 - lr weight_decay) P - lr scale msign(U)``; every other parameter (vectors, manifold parameters) by
+    AdamW in its own geometry, with the ``adamw_*`` options, in the same step."""
+
+    _kernel = "Muon"
+
+    def __init__(self, params, lr=1e-3, weight_decay=0.1, momentum=0.95, nesterov=True,
+                 ns_coefficients=(3.4445, -4.775, 2.0315), eps=1e-7, ns_steps=5, adjust_lr_fn=None, *,
+                 adamw_lr=1e-3, adamw_betas=(0.9, 0.999), adamw_eps=1e-8, adamw_weight_decay=1e-2, **common):
+        super().__init__(params, lr, weight_decay, momentum, nesterov, ns_coefficients, eps, ns_steps, adjust_lr_fn,
+                         adamw_lr, adamw_betas, adamw_eps, adamw_weight_decay, {}, common)
+
+
+class ManifoldMuon(_MuonBase):
+    """Manifold Muon: Muon's step for Euclidean matrices, and for each Stiefel parameter the spectral-norm steepest
+    descent within its tangent space, returned to the manifold by ``stiefel_retraction`` ('polar', 'cayley' or
+    'geodesic'); every other parameter by AdamW, as in Muon."""
+
+    _kernel = "ManifoldMuon"
+
+    def __init__(self, params, lr=1e-3, weight_decay=0.1, momentum=0.95, nesterov=True,
+                 ns_coefficients=(3.4445, -4.775, 2.0315), eps=1e-7, ns_steps=5, adjust_lr_fn=None, *,
+                 adamw_lr=1e-3, adamw_betas=(0.9, 0.999), adamw_eps=1e-8, adamw_weight_decay=1e-2,
+                 stiefel_retraction="polar", stiefel_method="fixed_point", stiefel_tolerance=1e-6,
+                 stiefel_max_iterations=100, **common):
+        _require(stiefel_retraction in _STIEFEL_RETRACTIONS, "stiefel_retraction", stiefel_retraction)
+        _require(stiefel_method in _STIEFEL_METHODS, "stiefel_method", stiefel_method)
+        _require(stiefel_tolerance > 0, "stiefel_tolerance", stiefel_tolerance)
+        _require(isinstance(stiefel_max_iterations, int) and stiefel_max_iterations >= 1, "stiefel_max_iterations",
+                 stiefel_max_iterations)
+        extra = dict(stiefel_retraction=stiefel_retraction, stiefel_method=stiefel_method,
+                     stiefel_tolerance=stiefel_tolerance, stiefel_max_iterations=stiefel_max_iterations)
+        super().__init__(params, lr, weight_decay, momentum, nesterov, ns_coefficients, eps, ns_steps, adjust_lr_fn,
+                         adamw_lr, adamw_betas, adamw_eps, adamw_weight_decay, extra, common)
+
+    def _kernel_options(self, g):
+        o = super()._kernel_options(g)
+        o.update(stiefel_retraction=float(_STIEFEL_RETRACTIONS.index(g["stiefel_retraction"])),
+                 stiefel_method=float(_STIEFEL_METHODS.index(g["stiefel_method"])),
+                 stiefel_tolerance=float(g["stiefel_tolerance"]),
+                 stiefel_max_iterations=float(g["stiefel_max_iterations"]))
+        return o

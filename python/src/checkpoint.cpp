@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -117,14 +118,22 @@ struct ModuleTree {
   }
 };
 
-/// An engine's OptimizerState under the module's names, as io's checkpoint functions use a state (checkpoint.hpp's
-/// State); the options translated as the header says.
-template <class T>
+/// An engine's state (OptimizerState or MuonState) under the module's names, as io's checkpoint functions use a state
+/// (checkpoint.hpp's State); the options translated as the header says, by group 0's rates: lr0 and weight_decay0
+/// hold one entry, or two for a Muon state (Muon's, then its fallback's).
+template <class State>
 class NamedState {
  public:
-  NamedState(OptimizerState<Tree<T>>& state, std::vector<std::string> names, double lr0, double weight_decay0,
+  using T = typename State::Scalar;
+  static constexpr bool kMuon = requires(const State& s) { s.muon_leaf(0); };
+
+  NamedState(State& state, std::vector<std::string> names, std::vector<double> lr0, std::vector<double> weight_decay0,
              const std::vector<TensorSpec>& tensors)
-      : s_(state), names_(std::move(names)), lr0_(lr0), weight_decay0_(weight_decay0) {
+      : s_(state), names_(std::move(names)), lr0_(std::move(lr0)), weight_decay0_(std::move(weight_decay0)) {
+    const std::size_t rates = kMuon ? 2 : 1;
+    if (lr0_.size() != rates || weight_decay0_.size() != rates)
+      throw std::invalid_argument("geomopt.io: " + std::to_string(rates) + " rates expected for group 0, got " +
+                                  std::to_string(lr0_.size()));
     if (const Tree<T>* ema = s_.ema()) {
       // The moving average, laid out like /params: each leaf over the average's numbers, in its tensor's form.
       std::map<std::string, const TensorSpec*> by_name;
@@ -150,8 +159,10 @@ class NamedState {
   Hyperparameters hyperparameters() const {
     Hyperparameters h = s_.hyperparameters();
     for (auto& [name, value] : h) {
-      if (name == "lr") value = lr0_;
-      if (name == "weight_decay") value = weight_decay0_;
+      if (name == "lr") value = lr0_[0];
+      if (name == "weight_decay") value = weight_decay0_[0];
+      if (kMuon && name.starts_with("fallback.") && name.ends_with(".lr")) value = lr0_[1];
+      if (kMuon && name.starts_with("fallback.") && name.ends_with(".weight_decay")) value = weight_decay0_[1];
     }
     return h;
   }
@@ -165,11 +176,12 @@ class NamedState {
     s_.for_each_leaf_option([&](const std::string& path, std::string_view name, auto value) {
       using V = decltype(value);
       if constexpr (std::is_same_v<V, double>) {
+        const std::size_t r = rate_of(path);
         if (name == "lr_scale") {
-          f(name_of(path), name, lr0_ != 0 ? value / lr0_ : value);
+          f(name_of(path), name, lr0_[r] != 0 ? value / lr0_[r] : value);
           return;
         }
-        if (name == "weight_decay" && value == weight_decay0_) return;  // the hyperparameter's: not an option
+        if (name == "weight_decay" && value == weight_decay0_[r]) return;  // the hyperparameter's: not an option
       }
       f(name_of(path), name, value);
     });
@@ -185,10 +197,18 @@ class NamedState {
 
  private:
   const std::string& name_of(const std::string& path) const { return names_.at(std::stoul(path)); }
+  // Which of group 0's rates a leaf's options are relative to: Muon's (0) or its fallback's (1).
+  std::size_t rate_of(const std::string& path) const {
+    if constexpr (kMuon) {
+      return s_.muon_leaf(std::stoul(path)) ? 0 : 1;
+    } else {
+      return 0;
+    }
+  }
 
-  OptimizerState<Tree<T>>& s_;
+  State& s_;
   std::vector<std::string> names_;  // the module's name of each engine leaf
-  double lr0_, weight_decay0_;
+  std::vector<double> lr0_, weight_decay0_;
   IoTree ema_;
 };
 
@@ -208,18 +228,19 @@ py::dict report_dict(const io::LoadReport& r) {
   return d;
 }
 
-// Calls f(NamedState<T>&) for the engine's scalar type.
+// Calls f(NamedState<State>&) for the engine's state type: OptimizerState or MuonState, of float or double.
 template <class F>
-auto with_state(AnyEngine& engine, std::vector<std::string> names, double lr0, double wd0,
-                const std::vector<TensorSpec>& tensors, F&& f) {
-  if (engine.is_double()) {
-    NamedState<double> s(*static_cast<OptimizerState<Tree<double>>*>(engine.optimizer_state()), std::move(names), lr0,
-                         wd0, tensors);
+auto with_state(AnyEngine& engine, std::vector<std::string> names, const std::vector<double>& lr0,
+                const std::vector<double>& wd0, const std::vector<TensorSpec>& tensors, F&& f) {
+  auto named = [&]<class State>(std::type_identity<State>) {
+    NamedState<State> s(*static_cast<State*>(engine.optimizer_state()), std::move(names), lr0, wd0, tensors);
     return f(s);
-  }
-  NamedState<float> s(*static_cast<OptimizerState<Tree<float>>*>(engine.optimizer_state()), std::move(names), lr0, wd0,
-                      tensors);
-  return f(s);
+  };
+  if (engine.rates() == 2)
+    return engine.is_double() ? named(std::type_identity<MuonState<Tree<double>>>{})
+                              : named(std::type_identity<MuonState<Tree<float>>>{});
+  return engine.is_double() ? named(std::type_identity<OptimizerState<Tree<double>>>{})
+                            : named(std::type_identity<OptimizerState<Tree<float>>>{});
 }
 
 }  // namespace
@@ -241,8 +262,9 @@ void bind_checkpoints(py::module_& m) {
   m.def(
       "save_checkpoint",
       [](const std::string& file, const std::vector<TensorSpec>& tensors, AnyEngine* engine,
-         std::vector<std::string> names, double lr0, double wd0, std::optional<std::int64_t> step,
-         const std::map<std::string, io::Attribute>& attributes, bool overwrite, bool durable) {
+         std::vector<std::string> names, const std::vector<double>& lr0, const std::vector<double>& wd0,
+         std::optional<std::int64_t> step, const std::map<std::string, io::Attribute>& attributes, bool overwrite,
+         bool durable) {
         ModuleTree module(tensors);
         io::SaveOptions options;
         options.overwrite = overwrite;
@@ -264,7 +286,7 @@ void bind_checkpoints(py::module_& m) {
   m.def(
       "load_checkpoint",
       [](const std::string& file, const std::vector<TensorSpec>& tensors, AnyEngine* engine,
-         std::vector<std::string> names, double lr0, double wd0, bool strict) {
+         std::vector<std::string> names, const std::vector<double>& lr0, const std::vector<double>& wd0, bool strict) {
         ModuleTree module(tensors);
         io::LoadOptions options;
         options.strict = strict;

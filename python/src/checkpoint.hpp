@@ -9,7 +9,9 @@
 // /params/fc/weight: the two load each other. The optimizer's state is its engine's, presented under the same names;
 // the engine's kernel lr is 1 and each leaf's lr_scale its group's lr (engine.hpp), so the file records the
 // optimizer as a C++ program configured like group 0 would: lr and weight_decay of group 0 as hyperparameters, a
-// leaf's lr_scale as its group's lr over group 0's, its weight decay only where it differs from group 0's.
+// leaf's lr_scale as its group's lr over group 0's, its weight decay only where it differs from group 0's. A Muon
+// optimizer has two such rates per group, Muon's and its AdamW fallback's (adamw_lr, adamw_weight_decay): each leaf is
+// recorded against the rate of whichever steps it.
 //
 // Invariants: a load that throws leaves every tensor and the state as they were (the io library checks everything
 // before it writes, and copies into tall tensors happen after it returned); a save never writes a tensor.

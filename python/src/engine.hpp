@@ -8,6 +8,9 @@
 // and SPD as they are. A tall Stiefel or Grassmann tensor (a > b, orthonormal columns of X) is the one case memory does
 // not give: it goes through a buffer of the engine (copied in before the step and out after it, allocation-free).
 //
+// An engine runs one optimizer: an Optimizer<Kernel>, or Muon or ManifoldMuon (BasicMuon), whose matrices and Stiefel
+// frames take Muon's step and the rest its fallback's; each group then has two rates, Muon's and the fallback's.
+//
 // Invariants: the engine never owns a parameter's or a gradient's memory; a step reads the pointers the caller passes
 // for this step (storage may move between steps: zero_grad(set_to_none=True) makes new gradients); a gradient pointer
 // of 0 is a missing gradient, and that parameter sits the step out with its own step count
@@ -57,6 +60,7 @@ struct ParamSpec {
   int group = 0;            ///< its param group
   std::size_t index = 0;    ///< its position in the optimizer's list of parameters (all groups, in order)
   std::string retraction;   ///< "" for the default of its kind, else a retraction's name
+  int muon = -1;            ///< a Muon engine's: 1 Muon steps it, 0 the fallback does, -1 Muon's rule decides
 };
 
 /// What one engine's step did (StepReport with the leaf as an index into the engine's parameters).
@@ -80,12 +84,15 @@ class AnyEngine {
  public:
   virtual ~AnyEngine() = default;
   /// One step. params[k] and grads[k] are the data pointers of the optimizer's k-th parameter and its gradient
-  /// (0: none); lr[g] and weight_decay[g] are group g's.
+  /// (0: none); lr[g] and weight_decay[g] are group g's, or for a Muon engine lr[2 g] and weight_decay[2 g] its Muon
+  /// leaves' and lr[2 g + 1] and weight_decay[2 g + 1] its fallback's (rates()).
   virtual Report step(const std::vector<std::uintptr_t>& params, const std::vector<std::uintptr_t>& grads,
                       const std::vector<double>& lr, const std::vector<double>& weight_decay) = 0;
-  virtual std::size_t size() const = 0;                     ///< parameters stepped by this engine
-  virtual std::size_t index(std::size_t leaf) const = 0;    ///< a leaf's position in the optimizer's list
-  virtual std::vector<std::string> slot_names() const = 0;  ///< the kernel's state arrays
+  virtual std::size_t size() const = 0;                   ///< parameters stepped by this engine
+  virtual std::size_t index(std::size_t leaf) const = 0;  ///< a leaf's position in the optimizer's list
+  /// The names of a leaf's state arrays, in the order slot(leaf, s) numbers them (the kernel's; a Muon leaf's
+  /// "momentum_buffer").
+  virtual std::vector<std::string> slot_names(std::size_t leaf) const = 0;
   virtual SlotView slot(std::size_t leaf, std::size_t s) = 0;
   virtual SlotView section(std::size_t leaf) = 0;  ///< a transported section (data null when none)
   virtual SlotView ema(std::size_t leaf) = 0;      ///< the moving average's numbers (null when off)
@@ -102,8 +109,10 @@ class AnyEngine {
   virtual const std::vector<ParamSpec>& specs() const = 0;
   /// Whether the engine steps double (else float) parameters: the type of optimizer_state()'s tree.
   virtual bool is_double() const = 0;
-  /// The optimizer state, an OptimizerState<Tree<double>> or OptimizerState<Tree<float>> (is_double() says
-  /// which), for geomopt.io to save and load by path; state_loaded() after writing it.
+  /// Entries per group in step()'s lr and weight_decay: 1, or 2 for a Muon engine.
+  virtual int rates() const = 0;
+  /// The optimizer state, an OptimizerState<Tree<T>> (rates() 1) or a MuonState<Tree<T>> (rates() 2), T double or
+  /// float as is_double() says, for geomopt.io to save and load by path; state_loaded() after writing it.
   virtual void* optimizer_state() = 0;
   /// Brings the engine's views (the step counts) up to its state after a load wrote it.
   virtual void state_loaded() = 0;
@@ -140,18 +149,35 @@ inline std::optional<Retraction> retraction_named(const std::string& name) {
                               "'; expected 'cayley', 'geodesic' or 'second_order'");
 }
 
+template <class Opt>
+inline constexpr bool is_muon = false;
+template <class Fallback, bool kManifold>
+inline constexpr bool is_muon<BasicMuon<Fallback, kManifold>> = true;
+
+// The options with lr 1 and no weight decay (the fallback's too): the leaves' lr_scale and weight decay carry the
+// groups' rates.
+template <class Options>
+Options with_unit_lr(Options o) {
+  o.lr = 1;
+  if constexpr (requires { o.weight_decay; }) o.weight_decay = 0;
+  if constexpr (requires { o.fallback; }) o.fallback = with_unit_lr(o.fallback);
+  return o;
+}
+
 }  // namespace detail
 
-template <class T, class Kernel>
+/// The engine of optimizer Opt (an Optimizer<Kernel> or a BasicMuon) over parameters of scalar T.
+template <class T, class Opt>
 class Engine final : public AnyEngine {
  public:
-  using Options = typename Kernel::Options;
+  using Options = typename Opt::Options;
+  static constexpr bool kMuon = detail::is_muon<Opt>;
 
   /// params[k] is the data pointer of the optimizer's k-th parameter (all of them; this engine reads those of
-  /// `specs`); lr and weight_decay are the groups' at construction.
+  /// `specs`); lr and weight_decay are the groups' at construction (rates() entries per group).
   Engine(Options options, CommonOptions common, std::vector<ParamSpec> specs, const std::vector<std::uintptr_t>& params,
          const std::vector<double>& lr, const std::vector<double>& weight_decay)
-      : specs_(std::move(specs)), optimizer_(with_unit_lr(std::move(options)), with_skip(std::move(common))) {
+      : specs_(std::move(specs)), optimizer_(detail::with_unit_lr(std::move(options)), with_skip(std::move(common))) {
     const std::size_t n = specs_.size();
     params_.resize(n);
     grads_.resize(n);
@@ -168,30 +194,30 @@ class Engine final : public AnyEngine {
       detail::emplace_leaf(grads_[i], s.kind);
     }
     lend_params(params);
+    // The rates are set after init, once each leaf's rate is known (a Muon engine's by whose leaf it is).
     state_ = optimizer_.init(params_, [&](const ptree::Path& path) {
       const ParamSpec& s = specs_[std::stoul(path.str())];
-      LeafOptions o{.lr_scale = lr.at(static_cast<std::size_t>(s.group))};
-      if (s.kind == static_cast<int>(Kind::euclidean))
-        o.weight_decay = weight_decay.at(static_cast<std::size_t>(s.group));
+      LeafOptions o;
       o.retraction = detail::retraction_named(s.retraction);
+      if (s.muon >= 0) o.muon = s.muon != 0;
       return o;
     });
-    steps_.assign(n, 0.0);
+    rate_.resize(n);
     for (std::size_t i = 0; i < n; ++i) {
-      lr_[i] = lr[static_cast<std::size_t>(specs_[i].group)];
-      if (specs_[i].kind == static_cast<int>(Kind::euclidean))
-        weight_decay_[i] = weight_decay[static_cast<std::size_t>(specs_[i].group)];
+      const auto group = static_cast<std::size_t>(specs_[i].group);
+      if constexpr (kMuon) {
+        rate_[i] = 2 * group + (state_.muon_leaf(i) ? 0 : 1);
+      } else {
+        rate_[i] = group;
+      }
     }
+    set_rates(lr, weight_decay);
+    steps_.assign(n, 0.0);
   }
 
   Report step(const std::vector<std::uintptr_t>& params, const std::vector<std::uintptr_t>& grads,
               const std::vector<double>& lr, const std::vector<double>& weight_decay) override {
-    for (std::size_t i = 0; i < specs_.size(); ++i) {
-      const auto group = static_cast<std::size_t>(specs_[i].group);
-      if (lr[group] != lr_[i]) state_.set_leaf_lr_scale(i, lr_[i] = lr[group]);
-      if (weight_decay_[i] >= 0 && weight_decay[group] != weight_decay_[i])
-        state_.set_leaf_weight_decay(i, weight_decay_[i] = weight_decay[group]);
-    }
+    set_rates(lr, weight_decay);
     lend_params(params);
     lend_grads(grads);
     const StepReport r = optimizer_.step(params_, grads_, state_);
@@ -211,9 +237,11 @@ class Engine final : public AnyEngine {
 
   std::size_t size() const override { return specs_.size(); }
   std::size_t index(std::size_t leaf) const override { return specs_.at(leaf).index; }
-  std::vector<std::string> slot_names() const override {
+  std::vector<std::string> slot_names(std::size_t leaf) const override {
     std::vector<std::string> names;
-    for (const char* s : state_.slot_names()) names.emplace_back(s);
+    state_.for_each_slot([&](const std::string& path, std::string_view name, const auto&) {
+      if (name != "section" && std::stoul(path) == leaf) names.emplace_back(name);
+    });
     return names;
   }
   SlotView slot(std::size_t leaf, std::size_t s) override {
@@ -262,6 +290,7 @@ class Engine final : public AnyEngine {
   std::size_t nbytes() const override { return state_.nbytes(); }
   const std::vector<ParamSpec>& specs() const override { return specs_; }
   bool is_double() const override { return std::is_same_v<T, double>; }
+  int rates() const override { return kMuon ? 2 : 1; }
   void* optimizer_state() override { return &state_; }
   void state_loaded() override { refresh_steps(); }
   double distance(std::size_t leaf) const override {
@@ -283,14 +312,30 @@ class Engine final : public AnyEngine {
   using RowMajor = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
   using ColMajor = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>>;
 
-  static Options with_unit_lr(Options o) {
-    o.lr = 1;
-    if constexpr (requires { o.weight_decay; }) o.weight_decay = 0;
-    return o;
-  }
   static CommonOptions with_skip(CommonOptions c) {
     c.missing_gradient = MissingGradient::skip;
     return c;
+  }
+
+  // Each leaf's lr_scale and weight decay (Euclidean leaves only) from its rate, where they changed: all checked
+  // first (std::invalid_argument naming the rate's group), so a bad rate changes nothing.
+  void set_rates(const std::vector<double>& lr, const std::vector<double>& weight_decay) {
+    const std::size_t groups = rate_.empty() ? 0 : *std::max_element(rate_.begin(), rate_.end()) + 1;
+    if (lr.size() < groups || weight_decay.size() < groups)
+      throw std::invalid_argument("geomopt: " + std::to_string(lr.size()) + " learning rates and " +
+                                  std::to_string(weight_decay.size()) + " weight decays for " + std::to_string(groups) +
+                                  " rates");
+    for (std::size_t r = 0; r < groups; ++r)
+      if (!(lr[r] >= 0) || !(weight_decay[r] >= 0))
+        throw std::invalid_argument("geomopt: group " + std::to_string(r / static_cast<std::size_t>(rates())) +
+                                    ": lr and weight_decay must be >= 0, got " + std::to_string(lr[r]) + " and " +
+                                    std::to_string(weight_decay[r]));
+    for (std::size_t i = 0; i < specs_.size(); ++i) {
+      const std::size_t r = rate_[i];
+      if (lr[r] != lr_[i]) state_.set_leaf_lr_scale(i, lr_[i] = lr[r]);
+      if (specs_[i].kind == static_cast<int>(Kind::euclidean) && weight_decay[r] != weight_decay_[i])
+        state_.set_leaf_weight_decay(i, weight_decay_[i] = weight_decay[r]);
+    }
   }
 
   void lend_params(const std::vector<std::uintptr_t>& params) {
@@ -324,11 +369,12 @@ class Engine final : public AnyEngine {
   }
 
   std::vector<ParamSpec> specs_;
-  Optimizer<Kernel> optimizer_;
+  Opt optimizer_;
   Tree<T> params_, grads_;
-  OptimizerState<Tree<T>> state_;
+  decltype(std::declval<Opt&>().init(std::declval<const Tree<T>&>())) state_;
   std::vector<Buffers> buffers_;
-  std::vector<double> lr_, weight_decay_;  // per leaf, in force; weight decay -1 for manifold leaves
+  std::vector<std::size_t> rate_;          // per leaf, its entry in the rates
+  std::vector<double> lr_, weight_decay_;  // per leaf, in force (-1 before the first); manifold leaves have no decay
   std::vector<double> steps_;              // per leaf, its own step count
 };
 

@@ -2,5 +2,5 @@
 #include "engine_kernel.hpp"
 
 namespace geomopt::python {
-template std::unique_ptr<AnyEngine> make_kernel_engine<RMSpropKernel>(bool, const EngineArgs&);
+template std::unique_ptr<AnyEngine> make_optimizer_engine<Optimizer<RMSpropKernel>>(bool, const EngineArgs&);
 }  // namespace geomopt::python

@@ -34,12 +34,12 @@ struct EngineArgs {
   std::vector<double> lr, weight_decay;
 };
 
-/// The engine of `kernel` ("SGD", "Adam", "AdamW", "RMSprop", "Adagrad"); std::invalid_argument for another name, an
-/// unknown option, or a bad value (the library's validation names it).
+/// The engine of `kernel` ("SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Muon", "ManifoldMuon"); std::invalid_argument
+/// for another name, an unknown option, or a bad value (the library's validation names it).
 std::unique_ptr<AnyEngine> make_engine(const std::string& kernel, bool is_double, const EngineArgs& args);
 
-// One per kernel, each in its own file.
-template <class Kernel>
-std::unique_ptr<AnyEngine> make_kernel_engine(bool is_double, const EngineArgs& args);
+// One per optimizer (Optimizer<Kernel>, Muon, ManifoldMuon), each in its own file.
+template <class Opt>
+std::unique_ptr<AnyEngine> make_optimizer_engine(bool is_double, const EngineArgs& args);
 
 }  // namespace geomopt::python

@@ -86,7 +86,8 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("transposed", &ParamSpec::transposed)
       .def_readwrite("group", &ParamSpec::group)
       .def_readwrite("index", &ParamSpec::index)
-      .def_readwrite("retraction", &ParamSpec::retraction);
+      .def_readwrite("retraction", &ParamSpec::retraction)
+      .def_readwrite("muon", &ParamSpec::muon);
 
   py::class_<Report>(m, "Report")
       .def_readonly("applied", &Report::applied)
@@ -99,6 +100,7 @@ PYBIND11_MODULE(_core, m) {
       .def("__len__", &AnyEngine::size)
       .def("index", &AnyEngine::index)
       .def("slot_names", &AnyEngine::slot_names)
+      .def("rates", &AnyEngine::rates)
       .def("slot", [](py::object self, std::size_t leaf,
                       std::size_t s) { return view(self.cast<AnyEngine&>().slot(leaf, s), self); })
       .def("section",
@@ -129,7 +131,8 @@ PYBIND11_MODULE(_core, m) {
       py::arg("kernel"), py::arg("is_double"), py::arg("options"), py::arg("clip_norm"), py::arg("ema_decay"),
       py::arg("non_finite"), py::arg("threads"), py::arg("section"), py::arg("specs"), py::arg("params"), py::arg("lr"),
       py::arg("weight_decay"),
-      "An engine stepping the parameters of `specs` by the kernel ('SGD', 'Adam', 'AdamW', 'RMSprop', 'Adagrad').");
+      "An engine stepping the parameters of `specs` by the optimizer ('SGD', 'Adam', 'AdamW', 'RMSprop', 'Adagrad', "
+      "'Muon', 'ManifoldMuon'); lr and weight_decay hold engine.rates() entries per group.");
 
   // One step of every engine, in order, without the GIL: the one call geomopt.torch makes per step().
   m.def(

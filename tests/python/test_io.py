@@ -192,3 +192,45 @@ def test_save_refuses_what_it_cannot_write_and_leaves_the_old_file(tmp_path):
     with pytest.raises(ValueError, match="'fc.weight' is not contiguous"):
         geomopt.io.save(path, net, opt)
     assert path.read_bytes() == old
+
+
+def test_a_manifold_muon_run_resumes_bitwise_with_groups_and_a_skipped_step(tmp_path):
+    # fc.weight takes Muon's step, the frames ManifoldMuon's, fc.bias AdamW's; the frames' group has its own rates,
+    # and fc.weight sits step 2 out.
+    grads = gradients(8, seed=21)
+
+    def make():
+        net = Net(11)
+        opt = gt.ManifoldMuon([{"params": [net.frame, net.tall], "lr": 0.05},
+                               {"params": [net.fc.weight, net.fc.bias], "adamw_lr": 2e-3}],
+                              lr=0.02, weight_decay=0.05, adamw_lr=1e-3)
+        return net, opt
+
+    def steps(net, opt, ks):
+        for k in ks:
+            for p, t in zip(net.parameters(), grads[k]):
+                p.grad = None if (k == 2 and p is net.fc.weight) else t.clone()
+            opt.step()
+
+    net, opt = make()
+    steps(net, opt, range(8))
+    expected = numbers(net, opt)
+    net1, opt1 = make()
+    steps(net1, opt1, range(4))
+    geomopt.io.save(tmp_path / "muon.h5", net1, opt1)
+    with h5py.File(tmp_path / "muon.h5", "r") as f:
+        names = []
+        f.visit(names.append)
+    assert any("fc.weight" in n and n.endswith("momentum_buffer") for n in names)
+    assert any("fc.bias" in n and n.endswith("exp_avg") for n in names)
+    net2, opt2 = make()
+    geomopt.io.load(tmp_path / "muon.h5", net2, opt2)
+    assert int(opt2.state[net2.fc.weight]["step"]) == 3
+    steps(net2, opt2, range(4, 8))
+    assert numbers(net2, opt2) == expected
+    # Another optimizer's file is refused, naming the difference, and changes nothing.
+    net3, adam = fresh()
+    before = numbers(net3, adam)
+    with pytest.raises(geomopt.io.CheckpointError):
+        geomopt.io.load(tmp_path / "muon.h5", net3, adam)
+    assert numbers(net3, adam) == before

@@ -1,0 +1,6 @@
+// The Muon engines, float and double.
+#include "engine_kernel.hpp"
+
+namespace geomopt::python {
+template std::unique_ptr<AnyEngine> make_optimizer_engine<Muon>(bool, const EngineArgs&);
+}  // namespace geomopt::python
