@@ -5,7 +5,8 @@
 //     same results bit for bit: tangent size, cost and bytes, lift, to_ambient, every retraction (and the transported
 //     section it moves), inverse_retract, check, project and random_point, under both section policies;
 //   - a shape that is no point of M throws std::invalid_argument with the same message from both, and
-//     random_point, check and project of the allocating API go through the library with the same results.
+//     random_point, check and project of the allocating API go through the library with the same results;
+//   - a Borrowed<M> over a built-in manifold opens the library's workspace too.
 // compiled_workspace_avx_test.cpp checks the other side: a file with another alignment instantiates its own.
 #include <doctest/doctest.h>
 
@@ -165,4 +166,27 @@ TEST_CASE("random_point draws through the compiled workspace: the same point as 
   CHECK(bitwise_equal(x.value(), y));
   CHECK_THROWS_AS(geomopt::Stiefel<double>::random_point(a, 2, 3), std::invalid_argument);
   CHECK(geomopt::check(geomopt::Stiefel<double>(Mat<double>(2, 3))) == std::numeric_limits<double>::infinity());
+}
+
+TEST_CASE("a Borrowed leaf of every built-in manifold opens the library's workspace, with the owned leaf's results") {
+  // Borrowed<M> shares M's Workspace: a tree of borrowed leaves (the Python engines', libtorch's) takes the compiled
+  // code too, rather than instantiating every manifold's arithmetic where it is stepped.
+#define GEOMOPT_BORROWED_OPENS_LIBRARY(Name, ...)                                                \
+  CHECK(std::is_same_v<geomopt::detail::OpenWorkspace<geomopt::Borrowed<geomopt::Name<float>>>,  \
+                       geomopt::detail::WorkspaceHandle<float>>);                                \
+  CHECK(std::is_same_v<geomopt::detail::OpenWorkspace<geomopt::Borrowed<geomopt::Name<double>>>, \
+                       geomopt::detail::WorkspaceHandle<double>>);
+  GEOMOPT_EVERY_MANIFOLD(GEOMOPT_BORROWED_OPENS_LIBRARY)
+#undef GEOMOPT_BORROWED_OPENS_LIBRARY
+
+  Rng rng(4);
+  geomopt::Stiefel<double> x = geomopt::Stiefel<double>::random_point(rng, 9, 4);
+  const Mat<double> g = gaussian<double>(rng, 9, 4);
+  const geomopt::Borrowed<geomopt::Stiefel<double>> view(x);
+  auto owned = geomopt::detail::open_workspace<geomopt::Stiefel<double>>(9, 4, SectionPolicy::recomputed, nullptr);
+  auto borrowed = geomopt::detail::open_workspace<decltype(view)>(9, 4, SectionPolicy::recomputed, nullptr);
+  Mat<double> c_owned(owned.tangent_size(), 1), c_borrowed(borrowed.tangent_size(), 1);
+  owned.lift(x.value().data(), g.data(), c_owned.data());
+  borrowed.lift(view.value().data(), g.data(), c_borrowed.data());
+  CHECK(bitwise_equal(c_owned, c_borrowed));
 }

@@ -12,11 +12,12 @@
 // Invariants:
 //   - any_workspace<M>(...) and open_workspace<M>(...) behave as M::Workspace(rows, cols, policy, y0) would: the same
 //     results bitwise (the same code, compiled with the library's flags), the same exceptions;
-//   - a translation unit uses the compiled code only when compiled_workspace<M> holds: M is one of the built-in
-//     manifolds over float or double (each declares itself with GEOMOPT_DECLARE_COMPILED_WORKSPACE), the consumer
-//     links the library (which defines GEOMOPT_COMPILED_KERNELS to the Eigen alignment it was built with), that
-//     alignment is the translation unit's own EIGEN_MAX_ALIGN_BYTES (so matrices allocated on one side and freed on
-//     the other agree on how; a file compiled with -mavx or -march=native differs and instantiates its own copy);
+//   - a translation unit uses the compiled code only when compiled_workspace<M> holds for M, or for the owned type of
+//     a Borrowed<M> (workspace_point_t): it is one of the built-in manifolds over float or double (each declares
+//     itself with GEOMOPT_DECLARE_COMPILED_WORKSPACE), the consumer links the library (which defines
+//     GEOMOPT_COMPILED_KERNELS to the Eigen alignment it was built with), that alignment is the translation unit's own
+//     EIGEN_MAX_ALIGN_BYTES (so matrices allocated on one side and freed on the other agree on how; a file compiled
+//     with -mavx or -march=native differs and instantiates its own copy);
 //   - the library's code is private to it (built with hidden visibility): its template instances never replace, or
 //     are replaced by, those of a translation unit that instantiates its own.
 #pragma once
@@ -90,6 +91,21 @@ class WorkspaceModel final : public AnyWorkspace<typename std::remove_cvref_t<M>
 template <class M>
 inline constexpr bool compiled_workspace = false;
 
+/// The point type whose workspace serves M: M itself, or, for a point over borrowed memory (Borrowed<M>, whose
+/// Workspace is its Owned type's), the owned type, so that borrowed leaves of a built-in manifold use the library's
+/// compiled workspace too.
+template <class M>
+struct workspace_point {
+  using type = M;
+};
+template <class M>
+requires std::is_same_v<typename M::Workspace, typename M::Owned::Workspace>
+struct workspace_point<M> {
+  using type = typename M::Owned;
+};
+template <class M>
+using workspace_point_t = typename workspace_point<std::remove_cvref_t<M>>::type;
+
 /// Names a point type in a call to the library's compiled_workspace_of overloads (found by argument-dependent lookup,
 /// since they are declared after the templates below).
 template <class M>
@@ -125,7 +141,7 @@ class WorkspaceHandle {
 template <Manifold M>
 std::unique_ptr<AnyWorkspace<typename std::remove_cvref_t<M>::Scalar>> any_workspace(
     Eigen::Index rows, Eigen::Index cols, SectionPolicy policy, const typename std::remove_cvref_t<M>::Scalar* y0) {
-  using Point = std::remove_cvref_t<M>;
+  using Point = workspace_point_t<M>;
   if constexpr (compiled_workspace<Point>)
     return compiled_workspace_of(WorkspaceOf<Point>{}, rows, cols, policy, y0);
   else
@@ -137,7 +153,7 @@ std::unique_ptr<AnyWorkspace<typename std::remove_cvref_t<M>::Scalar>> any_works
 template <Manifold M>
 auto open_workspace(Eigen::Index rows, Eigen::Index cols, SectionPolicy policy,
                     const typename std::remove_cvref_t<M>::Scalar* y0) {
-  using Point = std::remove_cvref_t<M>;
+  using Point = workspace_point_t<M>;
   if constexpr (compiled_workspace<Point>)
     return WorkspaceHandle<typename Point::Scalar>(any_workspace<Point>(rows, cols, policy, y0));
   else
