@@ -187,16 +187,9 @@ class ModuleTree {
   }
 
   static void require_on_manifold(const Entry& e) {
-    Leaf<T> probe = detail::empty_leaf<T>(e.kind, false);
-    lend(probe, e.tensor.template data_ptr<T>(), e.layout);
-    const double distance = std::visit(
-        [](const auto& x) -> double {
-          if constexpr (Manifold<std::remove_cvref_t<decltype(x)>>)
-            return static_cast<double>(check(x));
-          else
-            return 0;
-        },
-        probe);
+    const double distance = with_point_type<T>(e.kind, [&]<class M>(std::type_identity<M>) {
+      return static_cast<double>(check(Borrowed<M>(e.tensor.template data_ptr<T>(), e.layout.rows, e.layout.cols)));
+    });
     const double tolerance = tensor_point_tolerance<T>(e.layout.rows, e.layout.cols);
     if (!(distance <= tolerance))
       throw std::invalid_argument("geomopt::libtorch: parameter '" + e.name + "' is not a point of " +
