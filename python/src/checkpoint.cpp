@@ -83,9 +83,7 @@ struct ModuleTree {
   static void copy_back(C& copies) {
     for (auto& [copy, s] : copies) {
       using T = typename std::remove_reference_t<decltype(copy)>::value_type;
-      Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(reinterpret_cast<T*>(s->data),
-                                                                                    s->rows, s->cols) =
-          Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>>(copy.data(), s->rows, s->cols);
+      detail::copy_to_row_major(copy.data(), s->rows, s->cols, reinterpret_cast<T*>(s->data));
     }
   }
   template <class T>
@@ -100,8 +98,7 @@ struct ModuleTree {
       detail::emplace_leaf(leaf, s.kind);
       if (s.transposed) {
         auto& [copy, spec] = copies<T>().emplace_back(std::vector<T>(static_cast<std::size_t>(s.rows * s.cols)), &s);
-        Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>>(copy.data(), s.rows, s.cols) =
-            Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(data, s.rows, s.cols);
+        detail::copy_to_column_major(data, s.rows, s.cols, copy.data());
         data = copy.data();
       }
       detail::lend(leaf, data, s.rows, s.cols);

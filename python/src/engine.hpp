@@ -141,6 +141,19 @@ void lend(Leaf<T>& leaf, T* data, Eigen::Index rows, Eigen::Index cols) {
   std::visit([&](auto& x) { x.lend(data, rows, cols); }, leaf);
 }
 
+// A tall Stiefel or Grassmann tensor's rows x cols numbers: from its row-major memory into the column-major copy
+// geomopt steps, and back.
+template <class T>
+void copy_to_column_major(const T* row_major, std::int64_t rows, std::int64_t cols, T* column_major) {
+  Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>>(column_major, rows, cols) =
+      Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(row_major, rows, cols);
+}
+template <class T>
+void copy_to_row_major(const T* column_major, std::int64_t rows, std::int64_t cols, T* row_major) {
+  Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(row_major, rows, cols) =
+      Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>>(column_major, rows, cols);
+}
+
 inline std::optional<Retraction> retraction_named(const std::string& name) {
   if (name.empty()) return std::nullopt;
   for (Retraction r : {Retraction::cayley, Retraction::geodesic, Retraction::second_order})
@@ -309,8 +322,6 @@ class Engine final : public AnyEngine {
   struct Buffers {
     std::vector<T> param, grad;
   };
-  using RowMajor = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
-  using ColMajor = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>>;
 
   static CommonOptions with_skip(CommonOptions c) {
     c.missing_gradient = MissingGradient::skip;
@@ -343,7 +354,7 @@ class Engine final : public AnyEngine {
       const ParamSpec& s = specs_[i];
       T* data = reinterpret_cast<T*>(params.at(s.index));
       if (s.transposed) {
-        ColMajor(buffers_[i].param.data(), s.rows, s.cols) = RowMajor(data, s.rows, s.cols);
+        detail::copy_to_column_major(data, s.rows, s.cols, buffers_[i].param.data());
         data = buffers_[i].param.data();
       }
       detail::lend(params_[i], data, s.rows, s.cols);
@@ -354,7 +365,7 @@ class Engine final : public AnyEngine {
       const ParamSpec& s = specs_[i];
       T* data = reinterpret_cast<T*>(grads.at(s.index));
       if (data != nullptr && s.transposed) {
-        ColMajor(buffers_[i].grad.data(), s.rows, s.cols) = RowMajor(data, s.rows, s.cols);
+        detail::copy_to_column_major(data, s.rows, s.cols, buffers_[i].grad.data());
         data = buffers_[i].grad.data();
       }
       detail::lend(grads_[i], data, s.rows, s.cols);
@@ -365,7 +376,7 @@ class Engine final : public AnyEngine {
   }
   void copy_out(std::size_t i, std::uintptr_t param) {
     const ParamSpec& s = specs_[i];
-    RowMajor(reinterpret_cast<T*>(param), s.rows, s.cols) = ColMajor(buffers_[i].param.data(), s.rows, s.cols);
+    detail::copy_to_row_major(buffers_[i].param.data(), s.rows, s.cols, reinterpret_cast<T*>(param));
   }
 
   std::vector<ParamSpec> specs_;
