@@ -60,8 +60,6 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "tensor_layout",
       [](int kind, const std::vector<std::int64_t>& shape) {
-        if (kind < 0 || kind >= geomopt::kTensorKinds)
-          throw std::invalid_argument("geomopt: unknown parameter kind " + std::to_string(kind));
         const geomopt::TensorLayout l = geomopt::tensor_layout(static_cast<geomopt::TensorKind>(kind), shape);
         return py::make_tuple(l.rows, l.cols, l.transposed);
       },
