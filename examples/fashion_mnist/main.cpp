@@ -324,8 +324,9 @@ struct Options {
   Eigen::Index batch = 256;
   double lr = 2e-3;
   double stiefel_lr_scale = 0.5;
-  double muon_lr = 0.02;           // Muon's spectral step on Euclidean matrices (tuned: docs/examples.md)
-  double manifold_muon_lr = 0.02;  // ManifoldMuon's spectral step length on Stiefel leaves (tuned likewise)
+  double muon_lr = 0.02;             // Muon's spectral step on Euclidean matrices (tuned: docs/examples.md)
+  double manifold_muon_lr = 0.02;    // ManifoldMuon's spectral step length on Stiefel leaves (tuned likewise)
+  int manifold_muon_iterations = 1;  // multiplier updates per step, warm-started; 0: every step solved cold
   std::int64_t train_limit = 0, test_limit = 0;
   int threads = 1;
   std::uint64_t seed = 1;
@@ -349,6 +350,8 @@ struct Options {
       "  --stiefel-lr-scale S learning-rate factor of Adam's Stiefel leaves (default 0.5)\n"
       "  --muon-lr LR         Muon's learning rate on Euclidean matrices, cosine-annealed (default 0.02)\n"
       "  --manifold-muon-lr LR ManifoldMuon's step length on Stiefel leaves, cosine-annealed (default 0.02)\n"
+      "  --manifold-muon-iterations K  ManifoldMuon's multiplier updates per step, warm-started from the previous\n"
+      "                       step (default 1); 0 solves every step from a cold start to its tolerance\n"
       "  --train-limit N      use the first N training images (default all 60000)\n"
       "  --test-limit N       use the first N test images (default all 10000)\n"
       "  --threads T          threads of the optimizer step (default 1)\n"
@@ -408,6 +411,8 @@ Options parse(int argc, char** argv) {
       o.muon_lr = real(1e-12);
     else if (a == "--manifold-muon-lr")
       o.manifold_muon_lr = real(1e-12);
+    else if (a == "--manifold-muon-iterations")
+      o.manifold_muon_iterations = static_cast<int>(integer(0));
     else if (a == "--train-limit")
       o.train_limit = integer(1);
     else if (a == "--test-limit")
@@ -662,6 +667,9 @@ geomopt::MuonOptions<geomopt::AdamWKernel> muon_options(double lr, const Options
           .ns_steps = 5,
           .weight_decay = 0,
           .scale = geomopt::MuonScale::none,
+          .stiefel = o.manifold_muon_iterations > 0
+                         ? geomopt::StiefelMuonOptions{.max_iterations = o.manifold_muon_iterations, .warm_start = true}
+                         : geomopt::StiefelMuonOptions{},
           .fallback = {.lr = o.lr, .weight_decay = 0}};
 }
 

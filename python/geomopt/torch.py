@@ -650,7 +650,10 @@ class Muon(_MuonBase):
 class ManifoldMuon(_MuonBase):
     """Manifold Muon: Muon's step for Euclidean matrices, and for each Stiefel parameter the spectral-norm steepest
     descent within its tangent space, returned to the manifold by ``stiefel_retraction`` ('polar', 'cayley' or
-    'geodesic'); every other parameter by AdamW, as in Muon."""
+    'geodesic'); every other parameter by AdamW, as in Muon. Each step makes ``stiefel_max_iterations`` updates of
+    the direction's multiplier, started from the one the parameter's previous step left (``stiefel_warm_start``; the
+    state's "multiplier"); ``stiefel_warm_start=False`` with a large ``stiefel_max_iterations`` solves each step to
+    ``stiefel_tolerance`` from scratch."""
 
     _kernel = "ManifoldMuon"
 
@@ -658,14 +661,16 @@ class ManifoldMuon(_MuonBase):
                  ns_coefficients=(3.4445, -4.775, 2.0315), eps=1e-7, ns_steps=5, adjust_lr_fn=None, *,
                  adamw_lr=1e-3, adamw_betas=(0.9, 0.999), adamw_eps=1e-8, adamw_weight_decay=1e-2,
                  stiefel_retraction="polar", stiefel_method="fixed_point", stiefel_tolerance=1e-6,
-                 stiefel_max_iterations=100, **common):
+                 stiefel_max_iterations=1, stiefel_warm_start=True, **common):
         _require(stiefel_retraction in _STIEFEL_RETRACTIONS, "stiefel_retraction", stiefel_retraction)
         _require(stiefel_method in _STIEFEL_METHODS, "stiefel_method", stiefel_method)
         _require(stiefel_tolerance > 0, "stiefel_tolerance", stiefel_tolerance)
         _require(isinstance(stiefel_max_iterations, int) and stiefel_max_iterations >= 1, "stiefel_max_iterations",
                  stiefel_max_iterations)
+        _require(isinstance(stiefel_warm_start, bool), "stiefel_warm_start", stiefel_warm_start)
         extra = dict(stiefel_retraction=stiefel_retraction, stiefel_method=stiefel_method,
-                     stiefel_tolerance=stiefel_tolerance, stiefel_max_iterations=stiefel_max_iterations)
+                     stiefel_tolerance=stiefel_tolerance, stiefel_max_iterations=stiefel_max_iterations,
+                     stiefel_warm_start=stiefel_warm_start)
         super().__init__(params, lr, weight_decay, momentum, nesterov, ns_coefficients, eps, ns_steps, adjust_lr_fn,
                          adamw_lr, adamw_betas, adamw_eps, adamw_weight_decay, extra, common)
 
@@ -674,5 +679,6 @@ class ManifoldMuon(_MuonBase):
         o.update(stiefel_retraction=float(_STIEFEL_RETRACTIONS.index(g["stiefel_retraction"])),
                  stiefel_method=float(_STIEFEL_METHODS.index(g["stiefel_method"])),
                  stiefel_tolerance=float(g["stiefel_tolerance"]),
-                 stiefel_max_iterations=float(g["stiefel_max_iterations"]))
+                 stiefel_max_iterations=float(g["stiefel_max_iterations"]),
+                 stiefel_warm_start=float(g["stiefel_warm_start"]))
         return o

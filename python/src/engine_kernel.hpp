@@ -57,6 +57,7 @@ typename Opt::Options optimizer_options(const OptionMap& options) {
       read_choice(options, "stiefel_method", 2, o.stiefel.method, used);
       read_option(options, "stiefel_tolerance", o.stiefel.tolerance, used);
       read_option(options, "stiefel_max_iterations", o.stiefel.max_iterations, used);
+      read_option(options, "stiefel_warm_start", o.stiefel.warm_start, used);
     }
   } else if constexpr (std::is_same_v<Opt, Optimizer<SGDKernel>>) {
     read_option(options, "momentum", o.momentum, used);

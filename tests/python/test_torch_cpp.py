@@ -64,4 +64,4 @@ def test_manifold_muon_from_python_and_cpp_is_bitwise_equal(tmp_path):
                                  repr(adamw_weight_decay)],
                   lambda p: gt.ManifoldMuon(p, lr=lr, weight_decay=weight_decay, adamw_lr=adamw_lr,
                                             adamw_weight_decay=adamw_weight_decay))
-    assert set(opt.state[opt.param_groups[0]["params"][1]]) == {"step", "momentum_buffer"}
+    assert set(opt.state[opt.param_groups[0]["params"][1]]) == {"step", "momentum_buffer", "multiplier"}

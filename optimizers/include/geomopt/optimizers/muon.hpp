@@ -96,8 +96,10 @@ struct MuonOptions {
   /// newton_schulz as published; svd or gram orthogonalize exactly (and allocate).
   MsignMethod msign = MsignMethod::newton_schulz;
   MuonScale scale = MuonScale::original;
-  /// ManifoldMuon: the direction's solver and the retraction of Stiefel leaves.
-  StiefelMuonOptions stiefel{};
+  /// ManifoldMuon: the direction's solver and the retraction of Stiefel leaves. By default each step makes one
+  /// multiplier update, warm-started from the leaf's previous step (docs/design.md, "Manifold Muon's solver", has
+  /// the measurements behind it); StiefelMuonOptions{} solves every step to its tolerance from a cold start.
+  StiefelMuonOptions stiefel{.max_iterations = 1, .warm_start = true};
   StiefelMuonRetraction retraction = StiefelMuonRetraction::polar;
   typename Fallback::Options fallback{};
 
@@ -135,6 +137,7 @@ struct MuonLeafRecord {
   bool transposed = false;          // a row-major matrix: rows x cols is the transpose of its shape
   Eigen::Index offset = 0;          // first entry of its momentum
   bool stiefel = false;             // ManifoldMuon's Stiefel leaf
+  Eigen::Index multiplier = -1;     // a Stiefel leaf under StiefelMuonOptions::warm_start: first entry of it
   double lr_scale = 1;
   double weight_decay = 0;
   bool weight_decay_set = false;  // by the rule (else Muon's weight_decay applies)
@@ -155,8 +158,10 @@ struct MuonLeafWork {
   // Stiefel leaves:
   MuonMatrix<T> a, z;  // the direction; Z = W^T G for the gradient norm
   std::unique_ptr<StiefelMuonDirection<T>> direction;
-  StiefelMuonReport report;     // of the last step's direction
-  Eigen::MatrixXd yd, gram, p;  // polar: W - lr A in double, its Gram matrix, (Gram)^-1/2
+  std::unique_ptr<StiefelMuonPolarStep<T>> polar;  // the polar retraction with the fixed point: the fused step
+  MuonMatrix<T> multiplier;                        // the direction's next multiplier, until the step writes it
+  StiefelMuonReport report;                        // of the last step's direction
+  Eigen::MatrixXd yd, gram, p;                     // polar: W - lr A in double, its Gram matrix, (Gram)^-1/2
   Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig;
   MuonMatrix<T> pt;
   std::unique_ptr<ManifoldStepper<T>> stepper;  // cayley / geodesic
@@ -167,6 +172,8 @@ struct MuonLeafWork {
     std::size_t b = static_cast<std::size_t>(u.size() + a.size() + z.size() + pt.size() + coords.size()) * sizeof(T) +
                     ms.bytes() + static_cast<std::size_t>(yd.size() + gram.size() + p.size()) * sizeof(double);
     if (direction) b += direction->bytes();
+    if (polar) b += polar->bytes();
+    b += static_cast<std::size_t>(multiplier.size()) * sizeof(T);
     if (stepper) b += stepper->workspace_bytes();
     return b;
   }
@@ -244,7 +251,7 @@ class MuonState {
 
   /// Bytes of state: Muon's momentum plus the fallback's state (and the EMA copy, counted there once).
   std::size_t nbytes() const noexcept {
-    return static_cast<std::size_t>(momentum_.size()) * sizeof(Scalar) + fallback_.nbytes();
+    return static_cast<std::size_t>(momentum_.size() + multipliers_.size()) * sizeof(Scalar) + fallback_.nbytes();
   }
   /// Bytes of per-step scratch (not state).
   std::size_t workspace_bytes() const noexcept {
@@ -317,6 +324,9 @@ class MuonState {
       if (m >= 0) {
         const auto& r = self.records_[static_cast<std::size_t>(m)];
         f(leaves[i].path, std::string_view("momentum_buffer"), Map(self.momentum_.data() + r.offset, r.rows, r.cols));
+        if (r.multiplier >= 0)
+          f(leaves[i].path, std::string_view("multiplier"),
+            Map(self.multipliers_.data() + r.multiplier, r.cols, r.cols));
         continue;
       }
       // The fallback's arrays of this one leaf, in its own order.
@@ -330,6 +340,7 @@ class MuonState {
   std::vector<detail::MuonLeafRecord> records_;
   std::vector<int> muon_of_leaf_;  // per leaf in walk order: its record, or -1
   Vector momentum_;
+  Vector multipliers_;  // per Stiefel leaf under warm_start: its n x n multiplier
   std::vector<std::unique_ptr<detail::MuonLeafWork<Scalar>>> work_;
   std::vector<detail::UnitPointers<Scalar>> pointers_;  // per record, found by each step
   std::vector<std::vector<std::size_t>> plan_;          // per thread: records
@@ -400,6 +411,9 @@ class BasicMuon {
       h.emplace_back("stiefel_method", static_cast<double>(options_.stiefel.method));
       h.emplace_back("stiefel_tolerance", options_.stiefel.tolerance);
       h.emplace_back("stiefel_max_iterations", static_cast<double>(options_.stiefel.max_iterations));
+      h.emplace_back("stiefel_smoothing", options_.stiefel.smoothing);
+      h.emplace_back("stiefel_acceleration", static_cast<double>(options_.stiefel.acceleration));
+      h.emplace_back("stiefel_warm_start", options_.stiefel.warm_start ? 1.0 : 0.0);
       h.emplace_back("retraction", static_cast<double>(options_.retraction));
     }
     for (const auto& [name, value] : Fallback::hyperparameters(options_.fallback))
@@ -414,7 +428,7 @@ class BasicMuon {
     static_assert(std::is_floating_point_v<T>, "Muon::init: the tree's trainable scalar must be float or double");
     MuonState<Tree> st;
     std::unordered_set<std::string> mine;
-    Eigen::Index entries = 0;
+    Eigen::Index entries = 0, multiplier_entries = 0;
     std::size_t index = 0;
     ptree::for_each_with_path(
         [&](const ptree::Path& path, const auto& leaf) {
@@ -475,6 +489,10 @@ class BasicMuon {
                 *lo.retraction == Retraction::cayley ? StiefelMuonRetraction::cayley : StiefelMuonRetraction::geodesic;
           rec.offset = entries;
           entries += rec.rows * rec.cols;
+          if (rec.stiefel && options_.stiefel.warm_start) {
+            rec.multiplier = multiplier_entries;
+            multiplier_entries += rec.cols * rec.cols;
+          }
           mine.insert(path.str());
           st.records_.push_back(rec);
         },
@@ -495,6 +513,7 @@ class BasicMuon {
     st.muon_of_leaf_.assign(st.fallback_.leaf_count(), -1);
     for (std::size_t r = 0; r < st.records_.size(); ++r) st.muon_of_leaf_[st.records_[r].leaf] = static_cast<int>(r);
     st.momentum_ = MuonState<Tree>::Vector::Zero(entries);
+    st.multipliers_ = MuonState<Tree>::Vector::Zero(multiplier_entries);
     st.pointers_.resize(st.records_.size());
 
     // Buffers, and the records shared among the threads by an estimate of their cost (rows cols min(rows, cols)).
@@ -511,10 +530,14 @@ class BasicMuon {
           const auto& rec = st.records_[static_cast<std::size_t>(m)];
           auto w = std::make_unique<detail::MuonLeafWork<T>>();
           w->u.resize(rec.rows, rec.cols);
-          if (rec.stiefel) {
+          if (rec.stiefel && fused(rec)) {
+            w->z.resize(rec.cols, rec.cols);
+            w->polar = std::make_unique<detail::StiefelMuonPolarStep<T>>(rec.rows, rec.cols);
+          } else if (rec.stiefel) {
             w->a.resize(rec.rows, rec.cols);
             w->z.resize(rec.cols, rec.cols);
             w->direction = std::make_unique<StiefelMuonDirection<T>>(rec.rows, rec.cols);
+            if (rec.multiplier >= 0) w->multiplier.resize(rec.cols, rec.cols);
             if (rec.retraction == StiefelMuonRetraction::polar) {
               w->yd.resize(rec.rows, rec.cols);
               w->gram.resize(rec.cols, rec.cols);
@@ -543,6 +566,14 @@ class BasicMuon {
   static Options validated(Options o) {
     o.validate();
     return o;
+  }
+
+  // Whether a Stiefel leaf takes the fused polar step (StiefelMuonPolarStep, in the leaf's precision): the budgeted
+  // (warm-started) fixed point with the polar retraction. The Cayley and geodesic retractions need A itself, dual
+  // ascent its own iteration, and a solve to tolerance from the cold start StiefelMuonDirection's double arithmetic.
+  bool fused(const detail::MuonLeafRecord& rec) const {
+    return rec.retraction == StiefelMuonRetraction::polar &&
+           options_.stiefel.method == StiefelMuonMethod::fixed_point && options_.stiefel.warm_start;
   }
 
   // Muon's step scale by the leaf's own shape (a row-major leaf is stepped as its transpose: msign(M^T) = msign(M)^T).
@@ -717,7 +748,14 @@ class BasicMuon {
       const ConstArr p(ptr.p, size);
       return (static_cast<T>(1 - lr * rec.weight_decay) * p - step * u).allFinite();
     }
-    w.report = w.direction->solve(ptr.p, w.u.data(), w.a.data(), options_.stiefel);
+    const T* multiplier = rec.multiplier >= 0 ? st.multipliers_.data() + rec.multiplier : nullptr;
+    if (w.polar) {
+      w.report = w.polar->prepare(ptr.p, w.u.data(), options_.lr * factor * rec.lr_scale, options_.stiefel, multiplier);
+      return !check || w.polar->finite();
+    }
+    if (multiplier != nullptr) w.multiplier = Eigen::Map<const detail::Mat<T>>(multiplier, rec.cols, rec.cols);
+    w.report = w.direction->solve(ptr.p, w.u.data(), w.a.data(), options_.stiefel, nullptr,
+                                  multiplier != nullptr ? w.multiplier.data() : nullptr, multiplier != nullptr);
     return !check || w.a.allFinite();
   }
 
@@ -747,8 +785,15 @@ class BasicMuon {
       } else {
         p -= step * u;
       }
+    } else if (w.polar) {
+      w.polar->apply(ptr.p, w.u.data());
+      if (rec.multiplier >= 0)
+        Eigen::Map<detail::Mat<T>>(st.multipliers_.data() + rec.multiplier, rec.cols, rec.cols) =
+            w.polar->next_multiplier();
     } else {
       retract(rec, w, ptr.p, static_cast<T>(lr));
+      if (rec.multiplier >= 0)
+        Eigen::Map<detail::Mat<T>>(st.multipliers_.data() + rec.multiplier, rec.cols, rec.cols) = w.multiplier;
     }
     if (ptr.ema != nullptr) {
       Arr e(ptr.ema, size);

@@ -18,6 +18,7 @@
 #include <Eigen/Core>
 #include <Eigen/Eigenvalues>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <limits>
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "geomopt/manifolds/detail/dense_kernels.hpp"
+#include "geomopt/manifolds/detail/stack_gemm.hpp"
 
 namespace geomopt {
 /// How stiefel_muon_direction finds the multiplier.
@@ -38,16 +40,21 @@ enum class StiefelMuonMethod {
 
 struct StiefelMuonOptions {
   StiefelMuonMethod method = StiefelMuonMethod::fixed_point;
-  /// Stop when |W^T A + A^T W|_F <= tolerance.
+  /// Stop when |W^T A + A^T W|_F <= tolerance, or below 2 n eps where the arithmetic cannot go (ManifoldMuon's step
+  /// of float leaves solves in float: 3e-5 at n = 128).
   double tolerance = 1e-6;
   int max_iterations = 100;
-  /// Smoothing mu of the dual, relative to the spectral norm of U's tangent projection (0: none): the singular values
-  /// s of Z enter as sqrt(s^2 + mu^2).
+  /// Smoothing mu of the dual, relative to the spectral norm of Z at the starting multiplier (0: none; from the cold
+  /// start, Z is U's tangent projection): the singular values s of Z enter as sqrt(s^2 + mu^2).
   /// It costs a regular problem a relative 1e-7 of tr(U^T A) and lets a degenerate one (a rank-deficient optimal Z,
   /// e.g. a low-rank U) converge, which without it it does not.
   double smoothing = 1e-4;
   /// fixed_point: Anderson acceleration over this many past iterates (0: the plain iteration), at most 16.
   int acceleration = 8;
+  /// ManifoldMuon: start each step's solve from the multiplier the leaf's previous step left (kept in the optimizer
+  /// state as "multiplier"), and end it with one more multiplier update for the next step. With a small
+  /// max_iterations the solve then follows the moving optimum across steps instead of solving each step anew.
+  bool warm_start = false;
 
   void validate() const {
     if (!(tolerance > 0))
@@ -77,14 +84,12 @@ struct StiefelMuonReport {
 namespace detail {
 
 // The n x n arithmetic of the direction: the Gram matrix of Z = U + W X, its eigendecomposition, and the multiplier
-// update, all in double whatever the leaf's scalar T. A template over T all the same: a class template's members are
-// compiled where they are used, a plain class's inline members in every file that includes this header (as a plain
-// class, this one would add 7 s of g++ -O2 time to every file that includes <geomopt/optimizers.hpp>).
-template <class T>
+// update, in the real type R (double for StiefelMuonDirection whatever the leaf's scalar; the leaf's own scalar in
+// ManifoldMuon's fused polar step). A class template: its members are compiled where they are used, a plain class's
+// inline members in every file that includes this header (7 s of g++ -O2 time in each, measured).
+template <class R>
 class StiefelMuonCore {
-  // double whatever T is, named through T so that the Eigen expressions below are type-checked where the class is
-  // used; written as double, they would be checked (and their Eigen classes instantiated) in every file.
-  using Real = std::conditional_t<std::is_floating_point_v<T>, double, double>;
+  using Real = R;
   using MatrixR = Eigen::Matrix<Real, Eigen::Dynamic, Eigen::Dynamic>;
   using VectorR = Eigen::Matrix<Real, Eigen::Dynamic, 1>;
 
@@ -99,59 +104,67 @@ class StiefelMuonCore {
         r_(n, n),
         h_(n, n),
         try_(n, n),
+        qt_(n, n),
         d_(n),
         inv_(n),
         eig_(n) {}
 
-  // K = W^T U and S0 = U^T U given; X <- the solution's multiplier; p() = (Z^T Z)^{-1/2}, xp() = X p().
-  // warm: start from x() as the caller left it, rather than from -sym(K).
-  StiefelMuonReport solve(const StiefelMuonOptions& o, std::vector<double>* duals, bool warm) {
+  // K = W^T U and S0 = U^T U given; X <- the solution's multiplier; p() = (Z^T Z + mu^2 I)^{-1/2} and r() = W^T A =
+  // (K + X) p() at the last evaluated multiplier, evaluated_x(). warm: start from x() as the caller left it, rather
+  // than from -sym(K). advance: at most max_iterations evaluations, the last followed (unless converged) by one more
+  // update whose result x() holds for the next solve while p(), r() and evaluated_x() stay those of the evaluation.
+  StiefelMuonReport solve(const StiefelMuonOptions& o, std::vector<double>* duals, bool warm, bool advance = false) {
     StiefelMuonReport rep;
     const Eigen::Index n = k_.rows();
     if (n == 0) {
       rep.converged = true;
       return rep;
     }
-    if (!warm) x_ = -0.5 * (k_ + k_.transpose());  // Z = U - W sym(W^T U): the tangent projection of U
-    mu2_ = 0;
-    if (o.smoothing > 0) {
-      // mu is relative to the spectral norm of U's tangent projection U - W sym(W^T U), the Z of X = -sym(K): near
-      // a stationary point U is mostly normal to the manifold, and a mu relative to |U|_2 would swamp the part
-      // that decides the direction.
-      try_ = -0.5 * (k_ + k_.transpose());
-      decompose(try_, false);
-      const double top = d_.maxCoeff();
-      mu2_ = o.smoothing * o.smoothing * top * top;
-    }
+    if (!warm) x_ = Real(-0.5) * (k_ + k_.transpose());  // Z = U - W sym(W^T U): the tangent projection of U
+    // mu is relative to the spectral norm of Z at the starting multiplier, set by the first decomposition: cold, that
+    // is U's tangent projection U - W sym(W^T U) (near a stationary point U is mostly normal to the manifold, and a
+    // mu relative to |U|_2 would swamp the part that decides the direction); warm, the previous step's Z.
+    smoothing2_ = o.smoothing * o.smoothing;
+    mu2_ = -1;
+    if (!advance) x_eval_.resize(0, 0);
+    const int evaluations = advance ? o.max_iterations : o.max_iterations + 1;
+    // No finer than the rounding of W^T A in R (2e-5 at n = 128 in float, measured 2.2e-5 to 2.6e-5 there).
+    const double tolerance = std::max(o.tolerance, 2.0 * static_cast<double>(n) * std::numeric_limits<Real>::epsilon());
     double alpha = -1;
     history_ = 0;
     best_ = std::numeric_limits<double>::infinity();
     for (int it = 0;; ++it) {
       rep.dual = decompose(x_, true);
       if (duals != nullptr) duals->push_back(rep.dual);
-      r_.noalias() = (k_ + x_) * p_;  // W^T A
+      try_ = k_ + x_;
+      mul(r_, try_, GemmOp::plain, p_);  // W^T A
       rep.residual = (r_ + r_.transpose()).norm();
       rep.iterations = it;
+      if (advance) x_eval_ = x_;
       if (!std::isfinite(rep.residual)) return rep;
-      if (rep.residual <= o.tolerance) {
+      if (rep.residual <= tolerance) {
         rep.converged = true;
         break;
       }
-      if (it == o.max_iterations) break;
+      const bool last = it + 1 == evaluations;
+      if (last && !advance) break;
+      if (last) rep.iterations = it + 1;
       if (o.method == StiefelMuonMethod::fixed_point) {
         // S X_s + X_s S = K_sk S - S K_sk with S = Q diag(d) Q^T: in the eigenbasis X_s'_ij = K_sk'_ij (d_j - d_i) /
         // (d_i + d_j). Then X = X_s - sym(K).
-        h_.noalias() = 0.5 * (k_ - k_.transpose()) * eig_.eigenvectors();
-        m_.noalias() = eig_.eigenvectors().transpose() * h_;
+        const MatrixR& q = eig_.eigenvectors();
+        try_ = Real(0.5) * (k_ - k_.transpose());
+        mul(h_, try_, GemmOp::plain, q);
+        mul(m_, q, GemmOp::transposed, h_);
         for (Eigen::Index j = 0; j < n; ++j)
           for (Eigen::Index i = 0; i < n; ++i) {
             const double den = d_(i) + d_(j);
-            m_(i, j) = den > 0 ? m_(i, j) * (d_(j) - d_(i)) / den : 0.0;
+            m_(i, j) = den > 0 ? m_(i, j) * (d_(j) - d_(i)) / den : Real(0);
           }
-        h_.noalias() = eig_.eigenvectors() * m_;
-        try_.noalias() = h_ * eig_.eigenvectors().transpose();
-        try_ -= 0.5 * (k_ + k_.transpose());
-        m_ = 0.5 * (try_ + try_.transpose());  // g(X), the map's value
+        mul(h_, q, GemmOp::plain, m_);
+        mul(try_, h_, GemmOp::plain, qt_);
+        try_ -= Real(0.5) * (k_ + k_.transpose());
+        m_ = Real(0.5) * (try_ + try_.transpose());  // g(X), the map's value
         if (o.acceleration > 0) {
           anderson(o.acceleration, rep.residual);
         } else {
@@ -159,12 +172,12 @@ class StiefelMuonCore {
         }
       } else {
         // The dual's gradient in X is sym(W^T msign(Z)); Armijo backtracking keeps every step a decrease.
-        h_ = 0.5 * (r_ + r_.transpose());
+        h_ = Real(0.5) * (r_ + r_.transpose());
         const double g2 = h_.squaredNorm();
         if (alpha < 0) alpha = rep.dual / static_cast<double>(n);  // the mean singular value of Z
         bool moved = false;
         for (int halving = 0; halving < 60; ++halving) {
-          try_ = x_ - alpha * h_;
+          try_ = x_ - static_cast<Real>(alpha) * h_;
           const double trial = decompose(try_, false);
           if (trial <= rep.dual - 1e-4 * alpha * g2) {
             x_ = try_;
@@ -176,6 +189,7 @@ class StiefelMuonCore {
         }
         if (!moved) break;  // no decrease at any step: the dual is at its minimum to rounding
       }
+      if (last) break;
     }
     return rep;
   }
@@ -219,54 +233,66 @@ class StiefelMuonCore {
     Eigen::Matrix<Real, Eigen::Dynamic, Eigen::Dynamic, 0, 16, 16> normal = dfdf_.topLeftCorner(used, used);
     Eigen::Matrix<Real, Eigen::Dynamic, 1, 0, 16, 1> rhs(used);
     for (int c = 0; c < used; ++c) rhs(c) = df_.col(c).dot(prev_f_);
-    normal.diagonal().array() += 1e-12 * normal.trace() + 1e-300;
+    normal.diagonal().array() += Real(1e-12) * normal.trace() + std::numeric_limits<Real>::min();
     const Eigen::Matrix<Real, Eigen::Dynamic, 1, 0, 16, 1> gamma = normal.ldlt().solve(rhs);
     Eigen::Map<VectorR>(x_.data(), nn) = g - dg_.leftCols(used) * gamma;
-    x_ = 0.5 * (x_ + x_.transpose()).eval();
+    x_ = Real(0.5) * (x_ + x_.transpose()).eval();
   }
 
   MatrixR& k() noexcept { return k_; }
   MatrixR& s0() noexcept { return s0_; }
   MatrixR& x() noexcept { return x_; }
+  const MatrixR& x() const noexcept { return x_; }
+  const MatrixR& evaluated_x() const noexcept { return x_eval_.size() == x_.size() ? x_eval_ : x_; }
   const MatrixR& p() const noexcept { return p_; }
+  const MatrixR& r() const noexcept { return r_; }
   /// The largest singular value of Z's smoothed Gram root, sqrt(s_max^2 + mu^2), and mu^2.
-  double top() const noexcept { return d_.size() > 0 ? d_.maxCoeff() : 0.0; }
-  double mu2() const noexcept { return mu2_; }
+  double top() const noexcept { return top_; }
+  double mu2() const noexcept { return std::max(mu2_, 0.0); }
   Eigen::SelfAdjointEigenSolver<MatrixR>& eigensolver() noexcept { return eig_; }
-  std::size_t bytes() const noexcept { return static_cast<std::size_t>(11 * k_.size()) * sizeof(double); }
+  std::size_t bytes() const noexcept { return static_cast<std::size_t>(14 * k_.size()) * sizeof(Real); }
 
  private:
   // The Gram matrix of U + W X and its eigendecomposition; returns the nuclear norm sum(d). With `full`, also p_.
   double decompose(const MatrixR& x, bool full) {
     const Eigen::Index n = x.rows();
-    m_.noalias() = x * k_;
+    mul(m_, x, GemmOp::plain, k_);
     gram_ = s0_ + m_ + m_.transpose();
-    gram_.noalias() += x * x;
+    mul(gram_, x, GemmOp::plain, x, GemmMode::add);
     eig_.compute(gram_, full ? Eigen::ComputeEigenvectors : Eigen::EigenvaluesOnly);
     const auto& lambda = eig_.eigenvalues();
-    const double top = std::max(lambda(n - 1), 0.0) + mu2_;
+    if (mu2_ < 0) mu2_ = smoothing2_ * std::max(static_cast<double>(lambda(n - 1)), 0.0);
+    const double top = std::max(static_cast<double>(lambda(n - 1)), 0.0) + mu2_;
     // Eigenvalues within the Gram matrix's rounding (n eps lambda_max) of zero are zero: Z's singular values below
-    // sqrt(4 n eps) s_max (3e-7 s_max at n = 100) count as zero.
-    const double floor = 4.0 * static_cast<double>(n) * std::numeric_limits<double>::epsilon() * top;
+    // sqrt(4 n eps) s_max (3e-7 s_max at n = 100 in double) count as zero.
+    const double floor = 4.0 * static_cast<double>(n) * std::numeric_limits<Real>::epsilon() * top;
+    if (full) top_ = std::sqrt(top);
     double nuclear = 0;
     for (Eigen::Index i = 0; i < n; ++i) {
-      d_(i) = lambda(i) + mu2_ > floor && top > 0 ? std::sqrt(lambda(i) + mu2_) : 0.0;
-      inv_(i) = d_(i) > 0 ? 1 / d_(i) : 0.0;
+      const double l = static_cast<double>(lambda(i)) + mu2_;
+      d_(i) = static_cast<Real>(l > floor && top > 0 ? std::sqrt(l) : 0.0);
+      inv_(i) = d_(i) > 0 ? Real(1) / d_(i) : Real(0);
       nuclear += d_(i);
     }
     if (full) {
-      h_.noalias() = eig_.eigenvectors() * inv_.asDiagonal();
-      p_.noalias() = h_ * eig_.eigenvectors().transpose();
+      qt_ = eig_.eigenvectors().transpose();
+      h_ = inv_.asDiagonal() * qt_;
+      mul(p_, eig_.eigenvectors(), GemmOp::plain, h_);
     }
     return nuclear;
   }
 
-  double mu2_ = 0;
+  // dst = op(a) b (or dst += ... by mode) through the library's product kernel (AVX2 where the machine has it).
+  static void mul(MatrixR& dst, const MatrixR& a, GemmOp op, const MatrixR& b, GemmMode mode = GemmMode::assign) {
+    stack_gemm<Real>(dst, a, op, b, GemmOp::plain, mode);
+  }
+
+  double mu2_ = 0, smoothing2_ = 0, top_ = 0;
   int history_ = 0;
   double best_ = 0;
   MatrixR df_, dg_, dfdf_, best_x_;
   VectorR prev_f_, prev_g_;
-  MatrixR k_, s0_, x_, m_, gram_, p_, r_, h_, try_;
+  MatrixR k_, s0_, x_, x_eval_, m_, gram_, p_, r_, h_, try_, qt_;
   VectorR d_, inv_;
   Eigen::SelfAdjointEigenSolver<MatrixR> eig_;
 };
@@ -292,10 +318,10 @@ class StiefelMuonDirection {
 
   /// a <- the direction for w and u (N x n column-major each). duals, when given, receives |U + W X|_* at every
   /// iterate. multiplier, when given, receives the final X (n x n), and with warm the iteration starts from the X it
-  /// holds (a step's multiplier as the next one's start measured no faster than the cold start, docs/design.md, so
-  /// ManifoldMuon starts cold and keeps no multiplier in its state). Every product runs in double, so a float
-  /// direction is the exact one rounded once: Z = U + W X has
-  /// singular values down to mu (the smoothing), and forming Z P in float would amplify Z's rounding by 1 / that.
+  /// holds; with o.warm_start the final X is one update past the one A was formed at (the next solve's start, see
+  /// StiefelMuonOptions::warm_start). Every product runs in double, so a float direction is the exact one rounded
+  /// once: Z = U + W X has singular values down to mu (the smoothing), and forming Z P in float would amplify Z's
+  /// rounding by 1 / that.
   StiefelMuonReport solve(const T* w, const T* u, T* a, const StiefelMuonOptions& o = {},
                           std::vector<double>* duals = nullptr, T* multiplier = nullptr, bool warm = false) {
     o.validate();
@@ -321,11 +347,12 @@ class StiefelMuonDirection {
                                   false);
     warm = warm && multiplier != nullptr;
     if (warm) core_.x() = Eigen::Map<const detail::Mat<T>>(multiplier, n_, n_).template cast<double>();
-    StiefelMuonReport rep = core_.solve(o, duals, warm);
+    StiefelMuonReport rep = core_.solve(o, duals, warm, o.warm_start);
     if (multiplier != nullptr) Eigen::Map<detail::Mat<T>>(multiplier, n_, n_) = core_.x().template cast<T>();
     // A = Z P with Z = U + W X, into ud_.
     zd_ = ud_;
-    detail::dense_product<double>(zd_, wd_, detail::ProductOp::plain, core_.x(), detail::ProductOp::plain, 1.0, true);
+    detail::dense_product<double>(zd_, wd_, detail::ProductOp::plain, core_.evaluated_x(), detail::ProductOp::plain,
+                                  1.0, true);
     detail::dense_product<double>(ud_, zd_, core_.p());
     double scale = 1;
     if (rep.converged) {
@@ -365,9 +392,172 @@ class StiefelMuonDirection {
   }
 
   Eigen::Index N_, n_;
-  detail::StiefelMuonCore<T> core_;
+  detail::StiefelMuonCore<double> core_;
   Eigen::MatrixXd wd_, ud_, zd_, r_, sym_;
 };
+
+namespace detail {
+
+// ManifoldMuon's step of one Stiefel leaf under the polar retraction, with the direction and the retraction fused
+// into one update W <- W C1 + U C2 by n x n coefficients. With K = W^T U, sym and skew its parts, and S the
+// multiplier (symmetric; S = 0 gives U's tangent projection):
+//   Z = U_t + W S, U_t = U - W sym(K)       the core's problem: W^T U_t = skew(K), U_t^T U_t from K and U^T U
+//   A = Z P, P = (Z^T Z + mu^2 I)^{-1/2}     R = W^T A = (skew(K) + S) P, the tangency residual sym(R)
+//   A_t = A - W sym(R) = U P + W (skew(R) - K P)          A projected on the tangent space
+//   Y = W - a A_t = W L1 + U L2, L1 = I - a (skew(R) - K P), L2 = -a P
+//   Y^T Y = L1^T (W^T W) L1 + L1^T K L2 + (K L2)^T L1 + L2^T (U^T U) L2,  W <- Y (Y^T Y)^{-1/2}
+// with a = lr times the smoothing's correction of |A|_2 (StiefelMuonDirection's). The N x n work is five products
+// (W^T U, U^T U, W^T W and the two of the update) whatever the number of multiplier iterations, and none forms A.
+// W^T W is measured rather than taken as I, so the polar factor corrects a float W's rounding at every step instead
+// of letting it accumulate. All arithmetic is in T: an optimizer step of float leaves in float.
+//
+// prepare reads W, U and the multiplier and writes only the object's buffers (the step checks every leaf's update
+// before it writes any); apply writes W.
+template <class T>
+class StiefelMuonPolarStep {
+  using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
+
+ public:
+  StiefelMuonPolarStep(Eigen::Index N, Eigen::Index n)
+      : N_(N),
+        n_(n),
+        core_(n),
+        k_(n, n),
+        s0_(n, n),
+        ww_(n, n),
+        sym_(n, n),
+        kp_(n, n),
+        l1_(n, n),
+        l2_(n, n),
+        yty_(n, n),
+        e_(n, n),
+        acc_(n, n),
+        c_(n, n),
+        c1_(n, n),
+        c2_(n, n),
+        out_(N, n) {}
+
+  std::size_t bytes() const noexcept {
+    return core_.bytes() + static_cast<std::size_t>(14 * k_.size() + out_.size()) * sizeof(T);
+  }
+
+  /// The step's coefficients for W, U (N x n column-major) and step length lr. multiplier: the n x n multiplier to
+  /// start from (o.warm_start), or null for the cold start; next_multiplier() is the one the step leaves.
+  StiefelMuonReport prepare(const T* w, const T* u, double lr, const StiefelMuonOptions& o, const T* multiplier) {
+    StiefelMuonReport rep;
+    finite_ = true;
+    if (n_ == 0) {
+      rep.converged = true;
+      return rep;
+    }
+    const Eigen::Map<const Mat> wm(w, N_, n_), um(u, N_, n_);
+    stack_gemm<T>(k_, wm, GemmOp::transposed, um, GemmOp::plain, GemmMode::assign);
+    stack_gram<T>(s0_, um);
+    stack_gram<T>(ww_, wm);
+    sym_ = T(0.5) * (k_ + k_.transpose());
+    core_.k() = T(0.5) * (k_ - k_.transpose());
+    mul(e_, sym_, GemmOp::plain, k_);
+    core_.s0() = s0_ - e_ - e_.transpose();
+    mul(core_.s0(), sym_, GemmOp::plain, sym_, GemmMode::add);
+    const bool warm = o.warm_start && multiplier != nullptr;
+    if (warm) core_.x() = Eigen::Map<const Mat>(multiplier, n_, n_);
+    rep = core_.solve(o, nullptr, warm, warm);
+    if (!std::isfinite(rep.residual)) {
+      finite_ = false;
+      return rep;
+    }
+    const Mat& p = core_.p();
+    const Mat& r = core_.r();
+    double scale = 1;  // smoothing leaves |A|_2 at s_max / sqrt(s_max^2 + mu^2): back to 1
+    const double top = core_.top(), mu2 = core_.mu2();
+    if (mu2 > 0 && top * top > mu2) scale = top / std::sqrt(top * top - mu2);
+    const T a = static_cast<T>(lr * scale);
+    mul(kp_, k_, GemmOp::plain, p);
+    l1_ = a * kp_ - (a / 2) * (r - r.transpose());
+    l1_.diagonal().array() += T(1);
+    l2_ = -a * p;
+    mul(e_, ww_, GemmOp::plain, l1_);
+    mul(yty_, l1_, GemmOp::transposed, e_);
+    acc_ = -a * kp_;  // K L2
+    mul(yty_, l1_, GemmOp::transposed, acc_, GemmMode::add);
+    mul(yty_, acc_, GemmOp::transposed, l1_, GemmMode::add);
+    mul(e_, s0_, GemmOp::plain, l2_);
+    mul(yty_, l2_, GemmOp::transposed, e_, GemmMode::add);
+    inverse_sqrt();
+    mul(c1_, l1_, GemmOp::plain, c_);
+    mul(c2_, l2_, GemmOp::plain, c_);
+    finite_ = c1_.allFinite() && c2_.allFinite();
+    // tr(U^T A_t) for the unit-norm A_t: the report's primal, from n x n quantities.
+    kp_ = T(0.5) * (r - r.transpose()) - kp_;
+    rep.primal =
+        scale * (static_cast<double>(s0_.cwiseProduct(p).sum()) + static_cast<double>(k_.cwiseProduct(kp_).sum()));
+    rep.projected = !rep.converged;
+    return rep;
+  }
+
+  /// Whether prepare's coefficients are finite (and so W's update, for finite W and U).
+  bool finite() const noexcept { return finite_; }
+  /// The multiplier the next step starts from.
+  const Mat& next_multiplier() const noexcept { return core_.x(); }
+
+  /// W <- W C1 + U C2, the retracted step prepare computed (u as given to it).
+  void apply(T* w, const T* u) {
+    if (n_ == 0) return;
+    Eigen::Map<Mat> wm(w, N_, n_);
+    const Eigen::Map<const Mat> um(u, N_, n_);
+    stack_gemm<T>(out_, wm, GemmOp::plain, c1_, GemmOp::plain, GemmMode::assign);
+    stack_gemm<T>(out_, um, GemmOp::plain, c2_, GemmOp::plain, GemmMode::add);
+    wm = out_;
+  }
+
+ private:
+  // c_ <- (Y^T Y)^{-1/2}. Y^T Y = I + E with |E|_2 of order lr^2: the binomial series of (I + E)^{-1/2}, cut where
+  // its tail is below T's rounding (3 terms in float at lr = 0.02), else the eigendecomposition.
+  void inverse_sqrt() {
+    e_ = yty_;
+    e_.diagonal().array() -= T(1);
+    double bound = 0;  // |E|_inf >= |E|_2 for a symmetric E
+    for (Eigen::Index i = 0; i < n_; ++i) bound = std::max(bound, static_cast<double>(e_.row(i).cwiseAbs().sum()));
+    if (bound < 0.5) {
+      // |binom(-1/2, j)| <= 1: the tail after term k is at most bound^(k+1) / (1 - bound).
+      constexpr double kEps = std::numeric_limits<T>::epsilon() / 4;
+      int terms = 0;
+      double tail = bound;
+      while (tail / (1 - bound) > kEps && terms < 64) {
+        tail *= bound;
+        ++terms;
+      }
+      std::array<double, 65> coef{};
+      coef[0] = 1;
+      for (int j = 1; j <= terms; ++j) coef[j] = coef[j - 1] * -(2.0 * j - 1) / (2.0 * j);
+      c_.setZero();
+      c_.diagonal().setConstant(static_cast<T>(coef[terms]));
+      for (int j = terms - 1; j >= 0; --j) {
+        mul(acc_, c_, GemmOp::plain, e_);
+        c_ = acc_;
+        c_.diagonal().array() += static_cast<T>(coef[j]);
+      }
+      return;
+    }
+    auto& eig = core_.eigensolver();
+    eig.compute(yty_);
+    const auto& lambda = eig.eigenvalues();
+    acc_ = eig.eigenvectors();
+    for (Eigen::Index j = 0; j < n_; ++j) acc_.col(j) /= std::sqrt(std::max(lambda(j), std::numeric_limits<T>::min()));
+    stack_gemm<T>(c_, acc_, GemmOp::plain, eig.eigenvectors(), GemmOp::transposed, GemmMode::assign);
+  }
+
+  static void mul(Mat& dst, const Mat& a, GemmOp op, const Mat& b, GemmMode mode = GemmMode::assign) {
+    stack_gemm<T>(dst, a, op, b, GemmOp::plain, mode);
+  }
+
+  Eigen::Index N_, n_;
+  StiefelMuonCore<T> core_;
+  Mat k_, s0_, ww_, sym_, kp_, l1_, l2_, yty_, e_, acc_, c_, c1_, c2_, out_;
+  bool finite_ = true;
+};
+
+}  // namespace detail
 
 /// The ManifoldMuon direction as a new matrix (see StiefelMuonDirection).
 template <class T>
