@@ -23,6 +23,20 @@
 
 #include "../support/sanitized.hpp"
 
+// Every float and double msign of this file, Muon's included, runs libgeomopt_optimizers' compiled code: the header's
+// implementation is declared extern here and defined nowhere this executable links (the library's instances are
+// hidden), so a call that took the header's path instead would not link.
+static_assert(geomopt::detail::compiled_msign<float> && geomopt::detail::compiled_msign<double>);
+#define GEOMOPT_EXTERN_MSIGN(T)                                                                                     \
+  extern template void geomopt::detail::msign_kernel<T>(geomopt::detail::MsignRef<T>, const geomopt::MsignOptions&, \
+                                                        geomopt::MsignWorkspace<T>&);                               \
+  extern template void geomopt::detail::msign_batch_kernel<T>(T*, Eigen::Index, Eigen::Index, Eigen::Index,         \
+                                                              Eigen::Index, const geomopt::MsignOptions&,           \
+                                                              geomopt::MsignBatchWorkspace<T>&);
+GEOMOPT_EXTERN_MSIGN(float)
+GEOMOPT_EXTERN_MSIGN(double)
+#undef GEOMOPT_EXTERN_MSIGN
+
 namespace {
 
 // 10^4 optimizer steps take 2 s in the Release build and 200 s under ASan and UBSan at -O0: that one case runs in the

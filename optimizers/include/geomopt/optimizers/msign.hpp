@@ -35,6 +35,9 @@
 //     iterative methods give msign(M^T) = msign(M)^T bit for bit for a non-square M;
 //   - the iterative methods allocate nothing when given a workspace sized for M (their products are stack_gemm's
 //     tiles, AVX2 + FMA where kernel_path() is avx2); svd and gram allocate Eigen's decomposition buffers;
+//   - for float and double, a translation unit that links libgeomopt_optimizers (with its Eigen alignment; see
+//     geomopt/manifolds/any_workspace.hpp) calls the library's compiled msign instead of instantiating these
+//     templates (compiled_msign<T>); other scalars, and expressions that no Eigen::Ref binds, instantiate them here.
 #pragma once
 
 #include <Eigen/Core>
@@ -382,7 +385,8 @@ void msign_gram(MsignRef<T> m) {
   }
 }
 
-// msign_inplace's arithmetic, for every scalar.
+// msign_inplace's arithmetic, for every scalar: the library's compiled entry points are this function's float and
+// double instances.
 template <class T>
 void msign_kernel(MsignRef<T> m, const MsignOptions& o, MsignWorkspace<T>& ws) {
   o.validate();
@@ -433,15 +437,41 @@ void msign_batch_kernel(T* data, Eigen::Index ld, Eigen::Index batch, Eigen::Ind
   }
 }
 
+/// Whether this translation unit calls libgeomopt_optimizers' compiled msign for scalar T (the header's invariants).
+template <class T>
+inline constexpr bool compiled_msign = false;
+
+#if GEOMOPT_USE_COMPILED_KERNELS
+// The library's msign_kernel and msign_batch_kernel for float and double (optimizers/src/msign.cpp).
+#define GEOMOPT_DECLARE_COMPILED_MSIGN(T)                                                                              \
+  GEOMOPT_KERNELS_EXPORT void compiled_msign_kernel(MsignRef<T> m, const MsignOptions& o, MsignWorkspace<T>& ws);      \
+  GEOMOPT_KERNELS_EXPORT void compiled_msign_batch_kernel(T* data, Eigen::Index ld, Eigen::Index batch,                \
+                                                          Eigen::Index rows, Eigen::Index cols, const MsignOptions& o, \
+                                                          MsignBatchWorkspace<T>& ws);                                 \
+  template <>                                                                                                          \
+  inline constexpr bool compiled_msign<T> = true;
+GEOMOPT_DECLARE_COMPILED_MSIGN(float)
+GEOMOPT_DECLARE_COMPILED_MSIGN(double)
+#undef GEOMOPT_DECLARE_COMPILED_MSIGN
+#endif
+
 template <class T>
 void msign_dispatch(MsignRef<T> m, const MsignOptions& o, MsignWorkspace<T>& ws) {
-  msign_kernel<T>(m, o, ws);
+  if constexpr (compiled_msign<T>) {
+    compiled_msign_kernel(m, o, ws);
+  } else {
+    msign_kernel<T>(m, o, ws);
+  }
 }
 
 template <class T>
 void msign_batch_dispatch(T* data, Eigen::Index ld, Eigen::Index batch, Eigen::Index rows, Eigen::Index cols,
                           const MsignOptions& o, MsignBatchWorkspace<T>& ws) {
-  msign_batch_kernel<T>(data, ld, batch, rows, cols, o, ws);
+  if constexpr (compiled_msign<T>) {
+    compiled_msign_batch_kernel(data, ld, batch, rows, cols, o, ws);
+  } else {
+    msign_batch_kernel<T>(data, ld, batch, rows, cols, o, ws);
+  }
 }
 
 }  // namespace detail
