@@ -236,10 +236,8 @@ class MsignBatchWorkspace {
  public:
   MsignBatchWorkspace() : MsignBatchWorkspace(0, 0) {}
   explicit MsignBatchWorkspace(Eigen::Index rows, Eigen::Index cols, int threads = 1)
-      : pool_(std::make_unique<detail::ThreadPool>(threads)) {
-    if (threads < 1 || threads > 1024)
-      throw std::invalid_argument("MsignBatchWorkspace: threads must be in [1, 1024], got " + std::to_string(threads));
-    per_thread_.resize(static_cast<std::size_t>(threads));
+      : pool_(std::make_unique<detail::ThreadPool>(checked_threads(threads))),
+        per_thread_(static_cast<std::size_t>(threads)) {
     reserve(rows, cols);
   }
 
@@ -258,6 +256,12 @@ class MsignBatchWorkspace {
   template <class U>
   friend void detail::msign_batch_kernel(U*, Eigen::Index, Eigen::Index, Eigen::Index, Eigen::Index,
                                          const MsignOptions&, MsignBatchWorkspace<U>&);
+  static int checked_threads(int threads) {
+    if (threads < 1 || threads > 1024)
+      throw std::invalid_argument("MsignBatchWorkspace: threads must be in [1, 1024], got " + std::to_string(threads));
+    return threads;
+  }
+
   std::unique_ptr<detail::ThreadPool> pool_;
   std::vector<MsignWorkspace<T>> per_thread_;
 };
