@@ -17,7 +17,8 @@ one.
 
 Then a batch of 64x64 float matrices (64 of them; 4 with --quick) by Newton-Schulz and Polar Express: the median time
 of msign_inplace on each in turn (one_by_one, the reference), of msign_batched on one thread (batched) and on two
-(batched_2t), and the ratio one_by_one / mode (above 1: the batch is faster).
+(batched_2t), and the ratio one_by_one / mode (above 1: the batch is faster): by CPU time on one thread, by wall time
+on two.
 
 msign's exact methods (gram, svd) count singular values below sqrt(max(rows, cols)) eps(T) s_max as zero (gram also
 those below sqrt(4 k eps(double)) s_max, what its Gram matrix resolves): where the input has such values, their
@@ -70,9 +71,9 @@ def run_timings(exe, args):
         if b.get("aggregate_name") == "median" or (args.repetitions == 1 and b.get("run_type") == "iteration"):
             require("error_message" not in b, f"{b['run_name']}: {b.get('error_message')}")
             scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[b["time_unit"]]
-            # The batch's rows take wall time: batched_2t's second thread is not the reporting thread's CPU time.
-            key = "real_time" if b["run_name"].startswith("batch/") else "cpu_time"
-            times[b["run_name"].removeprefix("msign/")] = b[key] * scale
+            times[b["run_name"].removeprefix("msign/")] = b["cpu_time"] * scale
+            if b["run_name"].startswith("batch/"):  # two threads: the wall time, not the calling thread's CPU time
+                times["wall/" + b["run_name"]] = b["real_time"] * scale
     return times, data["context"]
 
 
@@ -110,7 +111,8 @@ def main():
 
     times, context = run_timings(exe, args)
     batch_times = {k: v for k, v in times.items() if k.startswith("batch/")}
-    times = {k: v for k, v in times.items() if not k.startswith("batch/")}
+    batch_wall = {k.removeprefix("wall/"): v for k, v in times.items() if k.startswith("wall/")}
+    times = {k: v for k, v in times.items() if not k.startswith(("batch/", "wall/"))}
     acc = {} if args.skip_accuracy else run_accuracy(exe, args)
     cases = {}  # type -> shape -> [methods]
     for name in times:
@@ -119,8 +121,7 @@ def main():
         cases.setdefault(t, {}).setdefault(shape, []).append(method)
     require("float" in cases, "no float rows")
 
-    print(f"msign_bench: {args.repetitions} repetitions in random order, medians of CPU time per call (1 thread; the "
-          f"batches: wall time); "
+    print(f"msign_bench: {args.repetitions} repetitions in random order, medians of CPU time per call (1 thread); "
           f"{context.get('num_cpus')} CPUs at {context.get('mhz_per_cpu')} MHz, load average "
           f"{', '.join(f'{x:.2f}' for x in context.get('load_avg', []))} at the start")
     print()
@@ -178,27 +179,32 @@ def main():
         table(["type", "shape", "input", "method", "s_min(M) / abs(M)_F", "msign_band", "singular values of Q"],
               band_rows)
 
-    # The batch: every mode against one_by_one, the same matrices by msign_inplace in turn.
+    # The batch: every mode against one_by_one, the same matrices by msign_inplace in turn. On one thread by CPU
+    # time (what the shared machine's other load leaves out), on two by wall time (the CPU time of the calling thread
+    # would count half the work), each against one_by_one's of the same kind.
     batch_ratio = {}
     batch_rows = []
     for key in sorted(k for k in batch_times if k.endswith("/one_by_one")):
         base = key.removesuffix("/one_by_one")
         _, t, shape, method = base.split("/")
-        ref_ms = batch_times[key]
-        require(positive(ref_ms), f"{key}: time {ref_ms}")
         for mode in ("one_by_one", "batched", "batched_2t"):
-            ms = batch_times.get(f"{base}/{mode}")
-            require(positive(ms), f"{base}/{mode}: time {ms}")
-            batch_ratio[f"{t}/{shape}/{method}/{mode}"] = ref_ms / ms
-            batch_rows.append([t, shape, LABELS[method], mode, f"{ms:.3g}", f"{ref_ms / ms:.2f}"])
+            cpu, wall = batch_times.get(f"{base}/{mode}"), batch_wall.get(f"{base}/{mode}")
+            require(positive(cpu) and positive(wall), f"{base}/{mode}: times {cpu}, {wall}")
+            by = batch_wall if mode == "batched_2t" else batch_times
+            ratio = by[key] / by[f"{base}/{mode}"]
+            batch_ratio[f"{t}/{shape}/{method}/{mode}"] = ratio
+            batch_rows.append([t, shape, LABELS[method], mode, f"{cpu:.3g}", f"{wall:.3g}",
+                               f"{ratio:.2f} ({'wall' if mode == 'batched_2t' else 'CPU'})"])
     require(batch_rows, "no batch rows")
     print("### A batch of float matrices: msign_batched against msign_inplace on each in turn")
-    print("(shape: batch x rows x cols; wall time of the whole batch, the batch copied in first in every mode)")
+    print("(shape: batch x rows x cols; times of the whole batch, the batch copied in first in every mode; CPU time is "
+          "the calling thread's)")
     print()
-    table(["type", "shape", "method", "mode", "time (ms)", "one_by_one / mode"], batch_rows)
+    table(["type", "shape", "method", "mode", "CPU time (ms)", "wall time (ms)", "one_by_one / mode"], batch_rows)
 
     write_results(args.json, {"repetitions": args.repetitions, "time_ms": times, "ratio": ratios,
-                              "accuracy": acc, "batch_time_ms": batch_times, "batch_ratio": batch_ratio})
+                              "accuracy": acc, "batch_time_ms": batch_times, "batch_wall_ms": batch_wall,
+                              "batch_ratio": batch_ratio})
 
 
 if __name__ == "__main__":
