@@ -37,7 +37,8 @@
 //     tiles, AVX2 + FMA where kernel_path() is avx2); svd and gram allocate Eigen's decomposition buffers;
 //   - for float and double, a translation unit that links libgeomopt_optimizers (with its Eigen alignment; see
 //     geomopt/manifolds/any_workspace.hpp) calls the library's compiled msign instead of instantiating these
-//     templates (compiled_msign<T>); other scalars, and expressions that no Eigen::Ref binds, instantiate them here.
+//     templates (compiled_msign<T>; an expression that no Eigen::Ref binds is copied into a matrix first); other
+//     scalars instantiate them here.
 #pragma once
 
 #include <Eigen/Core>
