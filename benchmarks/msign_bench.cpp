@@ -6,14 +6,21 @@
 // msign/<type>/<rows>x<cols>/<method>, each call mapping the same standard normal matrix:
 //   newton_schulz  msign_inplace with Muon's defaults (5 quintic steps) and a preallocated MsignWorkspace
 //   ns_polish      the same and polish_steps = 5
+//   polar_express  msign_inplace with MsignMethod::polar_express, 5 steps of its schedule
+//   pe_8           the same, 8 steps (the schedule to its end: the band is 1 within 1e-14)
 //   gram           msign_inplace with MsignMethod::gram (the Gram eigendecomposition, in double)
 //   svd            msign_inplace with MsignMethod::svd (BDCSVD, singular values below max(rows, cols) eps(T) s_max
 //                  cut, as gram cuts them)
 //   bdcsvd         Eigen::BDCSVD with thin U and V, then U V^T: the reference of the ratios (MsignMethod::svd is this
 //                  and a rank cut), its decomposition object reused between calls
 //   jacobi         the same with Eigen::JacobiSVD (column-pivoting QR preconditioner), float at the small shapes only
-// The msign rows (all but bdcsvd and jacobi) copy the input into the matrix they map in place in each call (O(rows cols), against the
-// O(rows cols^2) of every method).
+// The msign rows (all but bdcsvd and jacobi) copy the input into the matrix they map in place in each call (O(rows
+// cols), against the O(rows cols^2) of every method).
+// And batch/<type>/<batch>x<rows>x<cols>/<method>/<mode>: `batch` standard normal matrices stored one after another,
+// mapped by newton_schulz or polar_express (5 steps), each call copying the batch in first:
+//   one_by_one     msign_inplace on each matrix in turn, one MsignWorkspace (the reference of the batch's ratios)
+//   batched        msign_batched, an MsignBatchWorkspace of one thread
+//   batched_2t     msign_batched, an MsignBatchWorkspace of two threads
 //
 // Accuracy mode (--accuracy): for each type and shape, a standard normal matrix and an ill-conditioned one
 // (U diag(s) V^T, U and V Haar-random, s logarithmically spaced over [1e-4, 1]), each method's result against the
@@ -27,7 +34,7 @@
 // directions the result drops and the number msign's rank rule (svd and gram) should drop.
 // A non-finite result makes the program exit with status 1.
 //
-// --quick: tiny shapes (float 64x64 and 128x32, double 64x64), for the CI smoke run.
+// --quick: tiny shapes (float 64x64 and 128x32, double 64x64, a batch of 4 of 64x64), for the CI smoke run.
 #include <benchmark/benchmark.h>
 
 #include <Eigen/Core>
@@ -59,18 +66,28 @@ struct Shape {
   Eigen::Index k() const { return std::min(rows, cols); }
 };
 
-enum class Method { newton_schulz, ns_polish, gram, svd, bdcsvd, jacobi };
-constexpr Method kMethods[] = {Method::newton_schulz, Method::ns_polish, Method::gram, Method::svd, Method::bdcsvd,
-                               Method::jacobi};
+enum class Method { newton_schulz, ns_polish, polar_express, pe_8, gram, svd, bdcsvd, jacobi };
+constexpr Method kMethods[] = {Method::newton_schulz, Method::ns_polish, Method::polar_express, Method::pe_8,
+                               Method::gram,          Method::svd,       Method::bdcsvd,        Method::jacobi};
 
 const char* method_name(Method m) {
   switch (m) {
-    case Method::newton_schulz: return "newton_schulz";
-    case Method::ns_polish: return "ns_polish";
-    case Method::gram: return "gram";
-    case Method::svd: return "svd";
-    case Method::bdcsvd: return "bdcsvd";
-    case Method::jacobi: return "jacobi";
+    case Method::newton_schulz:
+      return "newton_schulz";
+    case Method::ns_polish:
+      return "ns_polish";
+    case Method::polar_express:
+      return "polar_express";
+    case Method::pe_8:
+      return "pe_8";
+    case Method::gram:
+      return "gram";
+    case Method::svd:
+      return "svd";
+    case Method::bdcsvd:
+      return "bdcsvd";
+    case Method::jacobi:
+      return "jacobi";
   }
   return "?";
 }
@@ -89,17 +106,25 @@ bool runs(Method m, Shape s) {
 
 struct Plan {
   std::vector<Shape> floats, doubles;
+  Eigen::Index batch;  // of 64 x 64 float matrices
 };
 
 Plan plan(bool quick) {
-  if (quick) return {{{64, 64}, {128, 32}}, {{64, 64}}};
+  if (quick) return {{{64, 64}, {128, 32}}, {{64, 64}}, 4};
   return {{{64, 64}, {128, 128}, {256, 256}, {512, 512}, {1024, 1024}, {256, 64}, {512, 128}, {1024, 256}},
-          {{256, 256}, {1024, 256}}};
+          {{256, 256}, {1024, 256}},
+          64};
+}
+
+bool iterative(Method m) {
+  return m == Method::newton_schulz || m == Method::ns_polish || m == Method::polar_express || m == Method::pe_8;
 }
 
 geomopt::MsignOptions options(Method m) {
   geomopt::MsignOptions o;
   if (m == Method::ns_polish) o.polish_steps = 5;
+  if (m == Method::polar_express) o.method = geomopt::MsignMethod::polar_express;
+  if (m == Method::pe_8) o = {.method = geomopt::MsignMethod::polar_express, .steps = 8};
   if (m == Method::gram) o.method = geomopt::MsignMethod::gram;
   if (m == Method::svd) o.method = geomopt::MsignMethod::svd;
   return o;
@@ -130,7 +155,7 @@ class Runner {
   Runner(Method m, Shape s) : method_(m), out_(s.rows, s.cols) {
     if (m == Method::bdcsvd) bdc_ = Eigen::BDCSVD<Mat<T>>(s.rows, s.cols, kThin);
     if (m == Method::jacobi) jacobi_ = Eigen::JacobiSVD<Mat<T>>(s.rows, s.cols, kThin);
-    if (m == Method::newton_schulz || m == Method::ns_polish) ws_.reserve(s.rows, s.cols);
+    if (iterative(m)) ws_.reserve(s.rows, s.cols);
   }
 
   const Mat<T>& operator()(const Mat<T>& m) {
@@ -182,6 +207,52 @@ void register_timings(const std::vector<Shape>& shapes) {
       }
 }
 
+// ---- batches ----
+
+enum class BatchMode { one_by_one, batched, batched_2t };
+
+const char* mode_name(BatchMode m) {
+  switch (m) {
+    case BatchMode::one_by_one:
+      return "one_by_one";
+    case BatchMode::batched:
+      return "batched";
+    case BatchMode::batched_2t:
+      return "batched_2t";
+  }
+  return "?";
+}
+
+template <class T>
+void BM_batch(benchmark::State& state, Method method, BatchMode mode, Eigen::Index batch, Shape s) {
+  const Mat<T> input = gaussian_input<T>({s.rows, batch * s.cols}, kSeed);
+  Mat<T> work = input;
+  const geomopt::MsignOptions o = options(method);
+  geomopt::MsignWorkspace<T> one(s.rows, s.cols);
+  geomopt::MsignBatchWorkspace<T> many(s.rows, s.cols, mode == BatchMode::batched_2t ? 2 : 1);
+  for (auto _ : state) {
+    work = input;
+    if (mode == BatchMode::one_by_one) {
+      for (Eigen::Index i = 0; i < batch; ++i) geomopt::msign_inplace(work.middleCols(i * s.cols, s.cols), o, one);
+    } else {
+      geomopt::msign_batched(work.data(), batch, s.rows, s.cols, o, many);
+    }
+    benchmark::DoNotOptimize(work.data());
+    benchmark::ClobberMemory();
+  }
+  if (!work.allFinite()) state.SkipWithError("non-finite result");
+}
+
+void register_batches(Eigen::Index batch) {
+  const Shape s{64, 64};
+  for (Method m : {Method::newton_schulz, Method::polar_express})
+    for (BatchMode mode : {BatchMode::one_by_one, BatchMode::batched, BatchMode::batched_2t}) {
+      const std::string name =
+          "batch/float/" + std::to_string(batch) + "x" + s.name() + "/" + method_name(m) + "/" + mode_name(mode);
+      benchmark::RegisterBenchmark(name.c_str(), BM_batch<float>, m, mode, batch, s)->Unit(benchmark::kMillisecond);
+    }
+}
+
 // ---- accuracy ----
 
 template <class T>
@@ -204,16 +275,16 @@ bool accuracy(Shape s) {
       m_values = svd.singularValues();
     }
     const W s_rel = m_values.minCoeff() / mw.norm();
-    const W cut = std::sqrt(static_cast<W>(std::max(s.rows, s.cols))) * std::numeric_limits<T>::epsilon() *
-                  m_values.maxCoeff();
+    const W cut =
+        std::sqrt(static_cast<W>(std::max(s.rows, s.cols))) * std::numeric_limits<T>::epsilon() * m_values.maxCoeff();
     const long below_rule = (m_values.array() <= cut).count();
     for (Method method : kMethods) {
       if (!runs<T>(method, s)) continue;
       Runner<T> run(method, s);
       const Mat<W> q = run(m).template cast<W>();
       if (!q.allFinite()) {
-        std::fprintf(stderr, "msign_bench: %s %s %s %s: non-finite result\n", type_name<T>(), s.name().c_str(),
-                     input, method_name(method));
+        std::fprintf(stderr, "msign_bench: %s %s %s %s: non-finite result\n", type_name<T>(), s.name().c_str(), input,
+                     method_name(method));
         ok = false;
         continue;
       }
@@ -222,8 +293,7 @@ bool accuracy(Shape s) {
       const double dev = static_cast<double>((sv.array() - W(1)).abs().maxCoeff());
       const double err = static_cast<double>((q - exact).norm() / std::sqrt(W(s.k())));
       std::pair<double, double> band{1, 1};
-      if (method == Method::newton_schulz || method == Method::ns_polish)
-        band = geomopt::msign_band(options(method), static_cast<double>(s_rel));
+      if (iterative(method)) band = geomopt::msign_band(options(method), static_cast<double>(s_rel));
       const long dropped = (sv.array() < W(0.5)).count();
       std::printf("accuracy %s %s %s %s %.3e %.3e %.6g %.6g %.6g %.6g %.3e %ld %ld\n", type_name<T>(), s.name().c_str(),
                   input, method_name(method), dev, err, static_cast<double>(sv.minCoeff()),
@@ -259,6 +329,7 @@ int main(int argc, char** argv) {
   }
   register_timings<float>(p.floats);
   register_timings<double>(p.doubles);
+  register_batches(p.batch);
   benchmark::AddCustomContext("shapes", quick ? "quick" : "full");
   int rest_argc = static_cast<int>(rest.size());
   benchmark::Initialize(&rest_argc, rest.data());

@@ -9,10 +9,16 @@ shape in the same run, and the accuracy of the result on a standard normal and o
                      same input, relative to its norm sqrt(k)
 
 The methods: newton_schulz (geomopt::msign_inplace with Muon's defaults, 5 quintic steps, preallocated
-MsignWorkspace), ns_polish (the same and polish_steps = 5), gram (MsignMethod::gram), svd (MsignMethod::svd),
-bdcsvd (the reference: Eigen::BDCSVD, thin U V^T),
-jacobi (Eigen::JacobiSVD, float at small shapes only). The repetitions of all rows run interleaved in random order, so
-that a noisy stretch of the shared machine spreads over many rows instead of shifting one.
+MsignWorkspace), ns_polish (the same and polish_steps = 5), polar_express (MsignMethod::polar_express, 5 steps of
+its schedule), pe_8 (the same, 8 steps), gram (MsignMethod::gram), svd (MsignMethod::svd), bdcsvd (the reference:
+Eigen::BDCSVD, thin U V^T), jacobi (Eigen::JacobiSVD, float at small shapes only). The repetitions of all rows run
+interleaved in random order, so that a noisy stretch of the shared machine spreads over many rows instead of shifting
+one.
+
+Then a batch of 64x64 float matrices (64 of them; 4 with --quick) by Newton-Schulz and Polar Express: the median time
+of msign_inplace on each in turn (one_by_one, the reference), of msign_batched on one thread (batched) and on two
+(batched_2t), and the ratio one_by_one / mode (above 1: the batch is faster): by CPU time on one thread, by wall time
+on two.
 
 msign's exact methods (gram, svd) count singular values below sqrt(max(rows, cols)) eps(T) s_max as zero (gram also
 those below sqrt(4 k eps(double)) s_max, what its Gram matrix resolves): where the input has such values, their
@@ -21,8 +27,8 @@ keep them all.
 
 Checks that fail the run (exit 1): a missing or non-positive time, a missing accuracy row, an exact method whose
 result drops another number of directions than the rank rule says (none for Eigen's) or, dropping none, whose
-singular values are off 1 by more than 1e-3 (float) or 1e-6 (double), and a Newton-Schulz result whose singular
-values leave the band that geomopt::msign_band predicts for its input (by more than 1e-3).
+singular values are off 1 by more than 1e-3 (float) or 1e-6 (double), and a Newton-Schulz or Polar Express result
+whose singular values leave the band that geomopt::msign_band predicts for its input (by more than 1e-3).
 
 usage: /usr/bin/python3 benchmarks/run_msign.py [--exe PATH | --build DIR] [--repetitions N] [--min-time S]
                                                 [--skip-accuracy] [--quick] [--json FILE]
@@ -38,8 +44,9 @@ import sys
 
 from bench_markdown import ROOT, positive, require, table, write_results
 
-METHODS = ("newton_schulz", "ns_polish", "gram", "svd", "bdcsvd", "jacobi")
+METHODS = ("newton_schulz", "ns_polish", "polar_express", "pe_8", "gram", "svd", "bdcsvd", "jacobi")
 LABELS = {"newton_schulz": "Newton-Schulz, Muon's 5 steps", "ns_polish": "Newton-Schulz + 5 polish steps",
+          "polar_express": "Polar Express, 5 steps", "pe_8": "Polar Express, 8 steps",
           "gram": "msign gram (eigh of the Gram matrix, double)", "svd": "msign svd (BDCSVD, rank cut)",
           "bdcsvd": "Eigen BDCSVD (reference)", "jacobi": "Eigen JacobiSVD"}
 INPUTS = ("gaussian", "ill_conditioned")
@@ -65,6 +72,8 @@ def run_timings(exe, args):
             require("error_message" not in b, f"{b['run_name']}: {b.get('error_message')}")
             scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[b["time_unit"]]
             times[b["run_name"].removeprefix("msign/")] = b["cpu_time"] * scale
+            if b["run_name"].startswith("batch/"):  # two threads: the wall time, not the calling thread's CPU time
+                times["wall/" + b["run_name"]] = b["real_time"] * scale
     return times, data["context"]
 
 
@@ -101,6 +110,9 @@ def main():
         sys.exit(f"run_msign.py: {exe} does not exist; build the msign_bench target first")
 
     times, context = run_timings(exe, args)
+    batch_times = {k: v for k, v in times.items() if k.startswith("batch/")}
+    batch_wall = {k.removeprefix("wall/"): v for k, v in times.items() if k.startswith("wall/")}
+    times = {k: v for k, v in times.items() if not k.startswith(("batch/", "wall/"))}
     acc = {} if args.skip_accuracy else run_accuracy(exe, args)
     cases = {}  # type -> shape -> [methods]
     for name in times:
@@ -167,8 +179,32 @@ def main():
         table(["type", "shape", "input", "method", "s_min(M) / abs(M)_F", "msign_band", "singular values of Q"],
               band_rows)
 
+    # The batch: every mode against one_by_one, the same matrices by msign_inplace in turn. On one thread by CPU
+    # time (what the shared machine's other load leaves out), on two by wall time (the CPU time of the calling thread
+    # would count half the work), each against one_by_one's of the same kind.
+    batch_ratio = {}
+    batch_rows = []
+    for key in sorted(k for k in batch_times if k.endswith("/one_by_one")):
+        base = key.removesuffix("/one_by_one")
+        _, t, shape, method = base.split("/")
+        for mode in ("one_by_one", "batched", "batched_2t"):
+            cpu, wall = batch_times.get(f"{base}/{mode}"), batch_wall.get(f"{base}/{mode}")
+            require(positive(cpu) and positive(wall), f"{base}/{mode}: times {cpu}, {wall}")
+            by = batch_wall if mode == "batched_2t" else batch_times
+            ratio = by[key] / by[f"{base}/{mode}"]
+            batch_ratio[f"{t}/{shape}/{method}/{mode}"] = ratio
+            batch_rows.append([t, shape, LABELS[method], mode, f"{cpu:.3g}", f"{wall:.3g}",
+                               f"{ratio:.2f} ({'wall' if mode == 'batched_2t' else 'CPU'})"])
+    require(batch_rows, "no batch rows")
+    print("### A batch of float matrices: msign_batched against msign_inplace on each in turn")
+    print("(shape: batch x rows x cols; times of the whole batch, the batch copied in first in every mode; CPU time is "
+          "the calling thread's)")
+    print()
+    table(["type", "shape", "method", "mode", "CPU time (ms)", "wall time (ms)", "one_by_one / mode"], batch_rows)
+
     write_results(args.json, {"repetitions": args.repetitions, "time_ms": times, "ratio": ratios,
-                              "accuracy": acc})
+                              "accuracy": acc, "batch_time_ms": batch_times, "batch_wall_ms": batch_wall,
+                              "batch_ratio": batch_ratio})
 
 
 if __name__ == "__main__":

@@ -10,8 +10,10 @@
 #include <Eigen/Core>
 #include <Eigen/SVD>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <geomopt/optimizers.hpp>
 #include <geomopt/ptree/borrowed_array.hpp>
 #include <limits>
@@ -20,6 +22,20 @@
 #include <vector>
 
 #include "../support/sanitized.hpp"
+
+// Every float and double msign of this file, Muon's included, runs libgeomopt_optimizers' compiled code: the header's
+// implementation is declared extern here and defined nowhere this executable links (the library's instances are
+// hidden), so a call that took the header's path instead would not link.
+static_assert(geomopt::detail::compiled_msign<float> && geomopt::detail::compiled_msign<double>);
+#define GEOMOPT_EXTERN_MSIGN(T)                                                                                     \
+  extern template void geomopt::detail::msign_kernel<T>(geomopt::detail::MsignRef<T>, const geomopt::MsignOptions&, \
+                                                        geomopt::MsignWorkspace<T>&);                               \
+  extern template void geomopt::detail::msign_batch_kernel<T>(T*, Eigen::Index, Eigen::Index, Eigen::Index,         \
+                                                              Eigen::Index, const geomopt::MsignOptions&,           \
+                                                              geomopt::MsignBatchWorkspace<T>&);
+GEOMOPT_EXTERN_MSIGN(float)
+GEOMOPT_EXTERN_MSIGN(double)
+#undef GEOMOPT_EXTERN_MSIGN
 
 namespace {
 
@@ -172,6 +188,164 @@ TEST_CASE("msign: in place on a block, bad options and non-finite input") {
   nan(3, 3) = std::numeric_limits<float>::quiet_NaN();
   for (auto method : {geomopt::MsignMethod::newton_schulz, geomopt::MsignMethod::svd, geomopt::MsignMethod::gram})
     CHECK(geomopt::msign(nan, {.method = method}).hasNaN());
+}
+
+namespace {
+
+// Polar Express's published schedule (Amsel, Persson, Musco and Gower 2025, arXiv:2505.16932, appendix A,
+// implementation 1), written out here independently of msign.hpp's copy, with the paper's safety factor: every
+// quintic but the last evaluated at x / 1.01, and M divided by 1.01 |M|_F.
+double polar_express_scalar(double x, int steps) {
+  constexpr double kSchedule[8][3] = {{8.28721201814563, -23.595886519098837, 17.300387312530933},
+                                      {4.107059111542203, -2.9478499167379106, 0.5448431082926601},
+                                      {3.9486908534822946, -2.908902115962949, 0.5518191394370137},
+                                      {3.3184196573706015, -2.488488024314874, 0.51004894012372},
+                                      {2.300652019954817, -1.6689039845747493, 0.4188073119525673},
+                                      {1.891301407787398, -1.2679958271945868, 0.37680408948524835},
+                                      {1.8750014808534479, -1.2500016453999487, 0.3750001645474248},
+                                      {1.875, -1.25, 0.375}};
+  x /= 1.01;
+  for (int k = 0; k < steps; ++k) {
+    const double* p = kSchedule[std::min(k, 7)];
+    const double y = k < 7 ? x / 1.01 : x;
+    x = p[0] * y + p[1] * y * y * y + p[2] * y * y * y * y * y;
+  }
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE(
+    "msign: Polar Express keeps the SVD's singular vectors and maps each singular value by the paper's "
+    "schedule, into msign_band's band",
+    T, float, double) {
+  geomopt::Rng rng(14);
+  const bool single = std::is_same_v<T, float>;
+  std::vector<std::pair<int, int>> shapes{{64, 64}, {200, 48}, {48, 200}};
+  if (!kSanitized) {  // BDCSVD at -O0 under the sanitizers takes minutes at these shapes
+    shapes.emplace_back(512, 512);
+    shapes.emplace_back(512, 128);
+  }
+  for (const auto& shape : shapes) {
+    const int rows = shape.first, cols = shape.second;
+    const int k = std::min(rows, cols);
+    CAPTURE(rows);
+    CAPTURE(cols);
+    Eigen::VectorXd s(k);
+    for (int i = 0; i < k; ++i) s(i) = std::pow(1e-3, i / (k - 1.0));  // ill-conditioned: s over [1e-3, 1]
+    for (const bool gaussian_input : {true, false}) {
+      CAPTURE(gaussian_input);
+      const MatD m = gaussian_input ? gaussian(rng, rows, cols) : with_singular_values(rng, rows, cols, s);
+      const MatD mt = Mat<T>(m.cast<T>()).template cast<double>();  // the input msign sees
+      const Eigen::BDCSVD<MatD> svd(mt, Eigen::ComputeThinU | Eigen::ComputeThinV);
+      const Eigen::VectorXd& sv = svd.singularValues();
+      const double f = mt.norm();
+      for (const int steps : {5, 8}) {
+        CAPTURE(steps);
+        const geomopt::MsignOptions pe{.method = geomopt::MsignMethod::polar_express, .steps = steps};
+        const MatD x = geomopt::msign(Mat<T>(m.cast<T>()), pe).template cast<double>();
+        // In the SVD's bases the result is diagonal, p(s_i / |M|_F) on the diagonal: the singular vectors are kept
+        // and each singular value went through the schedule's quintics.
+        const MatD d = svd.matrixU().transpose() * x * svd.matrixV();
+        Eigen::VectorXd expected(k);
+        for (int i = 0; i < k; ++i) expected(i) = polar_express_scalar(sv(i) / (f + pe.eps), steps);
+        const double tol = single ? 2e-4 : 1e-10;
+        CHECK((d.diagonal() - expected).cwiseAbs().maxCoeff() <= tol);
+        CHECK((d - MatD(d.diagonal().asDiagonal())).cwiseAbs().maxCoeff() <= tol);
+        // Every singular value of the result in the band msign_band states for the input's s_min / |M|_F.
+        const auto [lo, hi] = geomopt::msign_band(pe, sv(k - 1) / (f + pe.eps));
+        const Eigen::VectorXd out = Eigen::BDCSVD<MatD>(x).singularValues();
+        CHECK(out.minCoeff() >= lo - tol);
+        CHECK(out.maxCoeff() <= hi + tol);
+        // Eight steps take every singular value above 1e-3 |M|_F to 1 (within 1e-14 in exact arithmetic): there the
+        // result is the SVD's U V^T to rounding.
+        if (steps == 8) {
+          Eigen::Index r = 0;
+          while (r < k && sv(r) >= 1e-3 * f) ++r;
+          REQUIRE(r > 0);
+          const MatD err = svd.matrixU().leftCols(r).transpose() * (x - svd.matrixU() * svd.matrixV().transpose()) *
+                           svd.matrixV().leftCols(r);
+          CHECK(err.cwiseAbs().maxCoeff() <= (single ? 1e-4 : 1e-12));
+        }
+      }
+    }
+  }
+  // The published band (5 steps, s_min = 1e-3) and its convergence: 8 steps reach 1 to rounding.
+  const auto [lo5, hi5] = geomopt::msign_band({.method = geomopt::MsignMethod::polar_express}, 1e-3);
+  CHECK(lo5 == doctest::Approx(0.8401).epsilon(1e-3));
+  CHECK(hi5 == doctest::Approx(1.1236).epsilon(1e-3));
+  const auto [lo8, hi8] = geomopt::msign_band({.method = geomopt::MsignMethod::polar_express, .steps = 8}, 1e-3);
+  CHECK(lo8 > 1 - 1e-12);
+  CHECK(hi8 < 1 + 1e-12);
+  CHECK_THROWS_AS(geomopt::msign_band({.method = geomopt::MsignMethod::svd}, 1e-3), std::invalid_argument);
+  // After the schedule's eight quintics the last repeats.
+  CHECK(geomopt::polar_express_coefficients(7) == std::array<double, 3>{1.875, -1.25, 0.375});
+  CHECK(geomopt::polar_express_coefficients(30) == geomopt::polar_express_coefficients(7));
+}
+
+TEST_CASE_TEMPLATE("msign_batched: every matrix gets the bits msign_inplace gives it alone, on 1 to 3 threads", T,
+                   float, double) {
+  geomopt::Rng rng(15);
+  using geomopt::MsignMethod;
+  const std::vector<geomopt::MsignOptions> options{
+      {},
+      {.method = MsignMethod::polar_express},
+      {.method = MsignMethod::polar_express, .steps = 9, .polish_steps = 1},
+      {.method = MsignMethod::svd},
+      {.method = MsignMethod::gram}};
+  // 3 x 5 and 10 x 3 matrices start at addresses of every alignment; 64 x 64 ones take several product panels.
+  for (const auto& shape : {std::pair{64, 64}, {3, 5}, {10, 3}}) {
+    const int rows = shape.first, cols = shape.second, batch = 7;
+    CAPTURE(rows);
+    CAPTURE(cols);
+    Mat<T> all = gaussian(rng, rows, batch * cols).cast<T>();
+    all.middleCols(2 * cols, cols).setZero();                // msign(0) = 0
+    all.middleCols(3 * cols, cols) *= T(1e-30);              // tiny, not zero
+    all(0, 4 * cols) = std::numeric_limits<T>::quiet_NaN();  // NaN stays NaN
+    for (std::size_t which = 0; which < options.size(); ++which) {
+      const auto& o = options[which];
+      CAPTURE(which);
+      Mat<T> expected = all;
+      geomopt::MsignWorkspace<T> one;
+      for (int i = 0; i < batch; ++i) geomopt::msign_inplace(expected.middleCols(i * cols, cols), o, one);
+      const auto same = [&](const Mat<T>& got) {
+        // NaN == NaN is false: compare the bits.
+        return got.size() == expected.size() &&
+               std::memcmp(got.data(), expected.data(), sizeof(T) * static_cast<std::size_t>(got.size())) == 0;
+      };
+      for (int threads : {1, 2, 3}) {
+        CAPTURE(threads);
+        geomopt::MsignBatchWorkspace<T> ws(rows, cols, threads);
+        CHECK(ws.threads() == threads);
+        Mat<T> by_pointer = all;
+        geomopt::msign_batched(by_pointer.data(), batch, rows, cols, o, ws);
+        CHECK(same(by_pointer));
+        Mat<T> side_by_side = all;
+        geomopt::msign_batched(side_by_side, cols, o, ws);
+        CHECK(same(side_by_side));
+        // A block of a taller matrix: its columns are `rows` apart no more.
+        Mat<T> taller = Mat<T>::Constant(rows + 3, batch * cols, T(7));
+        taller.topRows(rows) = all;
+        geomopt::msign_batched(taller.topRows(rows), cols, o, ws);
+        CHECK(same(taller.topRows(rows)));
+        CHECK((taller.bottomRows(3).array() == T(7)).all());
+      }
+    }
+    // The iterative methods iterate on the tall orientation: msign(M^T) = msign(M)^T bit for bit when M is not square.
+    const Mat<T> m = all.leftCols(cols);
+    for (const auto& o : {options[0], options[1]}) {
+      if (rows == cols) break;
+      const Mat<T> a = geomopt::msign(m, o), b = geomopt::msign(Mat<T>(m.transpose()), o);
+      CHECK((a.array() == b.transpose().array()).all());
+    }
+  }
+  geomopt::MsignBatchWorkspace<T> ws;
+  Mat<T> bad(4, 10);
+  CHECK_THROWS_WITH_AS(geomopt::msign_batched(bad, 3, {}, ws), doctest::Contains("no whole number"),
+                       std::invalid_argument);
+  CHECK_THROWS_AS(geomopt::msign_batched(bad.data(), -1, 4, 10, {}, ws), std::invalid_argument);
+  CHECK_THROWS_AS(geomopt::MsignBatchWorkspace<T>(4, 4, 0), std::invalid_argument);
+  geomopt::msign_batched(bad.data(), 0, 4, 10, {}, ws);  // an empty batch is no error
 }
 
 namespace {

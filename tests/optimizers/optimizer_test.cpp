@@ -998,6 +998,14 @@ TEST_CASE("a step allocates nothing") {
             geomopt::msign_inplace(wide.block(5, 7, 12, 12), {}, wb);
           }) == 0);
     CHECK(tall.allFinite());
+    // msign_batched on one and two threads, Polar Express and Newton-Schulz, with workspaces of the batch's shape.
+    Mat<float> blocks = Mat<float>::Random(40, 6 * 24);
+    geomopt::MsignBatchWorkspace<float> one(40, 24), two(40, 24, 2);
+    CHECK(allocations_of([&] {
+            geomopt::msign_batched(blocks.data(), 6, 40, 24, {.method = geomopt::MsignMethod::polar_express}, one);
+            geomopt::msign_batched(blocks, 24, {}, two);
+          }) == 0);
+    CHECK(blocks.allFinite());
   }
   // Muon: Newton-Schulz on matrices large enough to take several product tiles, AdamW for the rest.
   for (int threads : {1, 2}) {

@@ -120,7 +120,8 @@ TEST_CASE("ManifoldMuon's pieces accept the empty problem: the direction, msign 
   CHECK(a.rows() == 6);
   CHECK(a.cols() == 0);
   CHECK(rep.converged);
-  for (const auto m : {geomopt::MsignMethod::newton_schulz, geomopt::MsignMethod::svd, geomopt::MsignMethod::gram}) {
+  for (const auto m : {geomopt::MsignMethod::newton_schulz, geomopt::MsignMethod::polar_express,
+                       geomopt::MsignMethod::svd, geomopt::MsignMethod::gram}) {
     geomopt::MsignOptions o;
     o.method = m;
     CHECK(geomopt::msign(Mat(0, 4), o).size() == 0);
@@ -131,11 +132,12 @@ TEST_CASE("ManifoldMuon's pieces accept the empty problem: the direction, msign 
 TEST_CASE("msign of a finite matrix whose squares overflow double is the msign of the scaled matrix") {
   Mat m(3, 2);
   m << 1, 2, -3, 0.5, 2, 1;
-  for (const auto method : {geomopt::MsignMethod::newton_schulz, geomopt::MsignMethod::gram}) {
+  for (const auto method :
+       {geomopt::MsignMethod::newton_schulz, geomopt::MsignMethod::polar_express, geomopt::MsignMethod::gram}) {
     geomopt::MsignOptions o;
     o.method = method;
     // The overflowing matrix is scaled by its largest entry, 3e300, before the iteration: msign is scale invariant,
-    // and Newton-Schulz (which starts from M / (|M|_F + eps)) gives the same as on M / 3.
+    // and the iterations (which start from M / (|M|_F + eps)) give the same as on M / 3.
     const Mat ref = geomopt::msign(Mat(m / 3.0), o);
     const Mat big = geomopt::msign(Mat(m * 1e300), o);
     REQUIRE(big.allFinite());
