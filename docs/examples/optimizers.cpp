@@ -127,7 +127,7 @@ int run() {
     // snippet-begin: muon
     geomopt::ManifoldMuon muon(
         {.lr = 0.02, .momentum = 0.95, .nesterov = true, .ns_steps = 5, .fallback = {.lr = 1e-2, .weight_decay = 0}});
-    auto state = muon.init(params);  // the matrices and the Stiefel leaf: momentum only; the biases: AdamW's moments
+    auto state = muon.init(params);  // matrices: momentum; the frame: also its multiplier; biases: AdamW's
     muon.step(params, grads, state);
     // snippet-end: muon
     for (int t = 0; t < 50; ++t) {
@@ -137,8 +137,10 @@ int run() {
     }
     expect(loss(params.net, x, y, grads.net) < 0.5 * first, "Muon reduces the loss");
     expect(geomopt::check(params.frame) < 1e-12, "ManifoldMuon keeps the frame on St(12, 4)");
-    expect(state.muon_leaf_count() == 3 && state.nbytes() == (12 * 4 + 4 * 3 + 2 * 4 + 2 * (4 + 2)) * sizeof(double),
-           "state: momentum for the frame and the two matrices, AdamW's two moments for the biases");
+    expect(state.muon_leaf_count() == 3 &&
+               state.nbytes() == (12 * 4 + 4 * 4 + 4 * 3 + 2 * 4 + 2 * (4 + 2)) * sizeof(double),
+           "state: momentum and multiplier for the frame, momentum for the two matrices, AdamW's two moments for the "
+           "biases");
   }
   return expect.failures;
 }

@@ -182,8 +182,9 @@ struct MuonLeafWork {
 }  // namespace detail
 
 /// The state of Muon or ManifoldMuon for one parameter tree: the fallback optimizer's state (Muon's leaves frozen in
-/// it) and the momentum of Muon's leaves. Saved and restored by geomopt::io like an OptimizerState: for_each_slot
-/// visits every leaf in walk order, a Muon leaf with "momentum_buffer" shaped like the leaf.
+/// it), the momentum of Muon's leaves and, under StiefelMuonOptions::warm_start, the multiplier of ManifoldMuon's
+/// Stiefel leaves. Saved and restored by geomopt::io like an OptimizerState: for_each_slot visits every leaf in walk
+/// order, a Muon leaf with "momentum_buffer" shaped like the leaf, then a Stiefel leaf's n x n "multiplier".
 template <class Tree>
 class MuonState {
  public:
