@@ -142,6 +142,31 @@ int run() {
            "state: momentum and multiplier for the frame, momentum for the two matrices, AdamW's two moments for the "
            "biases");
   }
+  {
+    // Three groups, three optimizers, one step: Muon on the network's matrices, Riemannian Adam on the frame, AdamW
+    // on the biases; one clip norm over all of them.
+    geomopt::Rng rng(3);
+    FramedNet params{geomopt::Stiefel<double>::random_point(rng, 12, 4), start}, grads = params;
+    const double first = loss(params.net, x, y, grads.net);
+    // snippet-begin: partition
+    auto matrices = [](const geomopt::LeafInfo& leaf) { return leaf.matrix() && leaf.path.str().ends_with("weight"); };
+    geomopt::Partition opt({.clip_norm = 10.0}, geomopt::group("muon", geomopt::Muon({.lr = 0.02}), matrices),
+                           geomopt::group("frame", geomopt::Adam({.lr = 1e-2}), geomopt::kind_is("Stiefel")),
+                           geomopt::group("rest", geomopt::AdamW({.lr = 1e-2})));  // no rule: every other leaf
+    auto state = opt.init(params);  // each group's state, walked and checkpointed by path
+    opt.step(params, grads, state);
+    // snippet-end: partition
+    for (int t = 0; t < 50; ++t) {
+      grads.frame = geomopt::Stiefel<double>(Eigen::MatrixXd(Eigen::MatrixXd::Random(12, 4)));
+      loss(params.net, x, y, grads.net);
+      opt.step(params, grads, state);
+    }
+    expect(loss(params.net, x, y, grads.net) < 0.5 * first, "the partition reduces the loss");
+    expect(geomopt::check(params.frame) < 1e-12, "Adam keeps the frame on St(12, 4)");
+    expect(state.group_name(state.group_of_leaf(0)) == "frame" && state.group_name(state.group_of_leaf(1)) == "muon" &&
+               state.group_name(state.group_of_leaf(2)) == "rest",
+           "frame, embed.weight and embed.bias go to their groups");
+  }
   return expect.failures;
 }
 

@@ -8,6 +8,7 @@
 #include <geomopt/io.hpp>
 #include <geomopt/optimizers/muon.hpp>
 #include <geomopt/optimizers/optimizer.hpp>
+#include <geomopt/optimizers/partition.hpp>
 #include <geomopt/ptree/borrowed_array.hpp>
 
 #include <Eigen/QR>
@@ -74,9 +75,12 @@ void check_exact_resume(Opt opt, int n) {
   auto sb = opt.init(b);
   for (int k = 0; k < n; ++k) opt.step(b, gradient(b), sb);
   geomopt::io::save_checkpoint(dir.file("ckpt.h5"), b, sb);
-  if (opt.common().section == geomopt::SectionPolicy::transported)
-    CHECK(geomopt::io::describe(dir.file("ckpt.h5")).find("st.section") != std::string::npos);
-  if (opt.common().ema_decay > 0) CHECK(geomopt::io::describe(dir.file("ckpt.h5")).find("/ema:") != std::string::npos);
+  if constexpr (requires { opt.common(); }) {
+    if (opt.common().section == geomopt::SectionPolicy::transported)
+      CHECK(geomopt::io::describe(dir.file("ckpt.h5")).find("st.section") != std::string::npos);
+  }
+  if (opt.transforms().ema_decay > 0)
+    CHECK(geomopt::io::describe(dir.file("ckpt.h5")).find("/ema:") != std::string::npos);
 
   Model c = make_model(7.0);  // a fresh process: other values, a fresh state
   auto sc = opt.init(c);
@@ -115,6 +119,35 @@ TEST_CASE("Adam with a transported section and a moving average resumes exactly"
 }
 
 TEST_CASE("AdamW resumes exactly") { check_exact_resume(geomopt::AdamW({.lr = 0.02, .weight_decay = 0.1}), 5); }
+
+TEST_CASE("a Partition of Muon, manifold Adam and AdamW resumes exactly, with one clip norm and one moving average") {
+  // w is the Muon group's, st the Adam group's (its tangent moments), the rest AdamW's.
+  auto partition = geomopt::Partition(
+      {.clip_norm = 2.0, .ema_decay = 0.9},
+      geomopt::group("muon", geomopt::Muon({.lr = 0.02, .weight_decay = 0.1}),
+                     [](const geomopt::LeafInfo& l) { return l.matrix(); }),
+      geomopt::group("frames", geomopt::Adam({.lr = 0.02, .amsgrad = true}), geomopt::kind_is("Stiefel")),
+      geomopt::group("rest", geomopt::AdamW({.lr = 0.02, .weight_decay = 0.1})));
+  check_exact_resume(std::move(partition), 4);
+  // The file names each group's optimizer and hyperparameters; a partition of other groups refuses it.
+  iotest::ScratchDir dir("partition_kind");
+  Model m = make_model(1.0);
+  auto p3 =
+      geomopt::Partition(geomopt::group("muon", geomopt::Muon(), [](const geomopt::LeafInfo& l) { return l.matrix(); }),
+                         geomopt::group("rest", geomopt::AdamW()));
+  auto s3 = p3.init(m);
+  p3.step(m, gradient(m), s3);
+  geomopt::io::save_checkpoint(dir.file("ckpt.h5"), m, s3);
+  const std::string text = geomopt::io::describe(dir.file("ckpt.h5"));
+  CHECK(text.find("muon.Muon.lr") != std::string::npos);
+  CHECK(text.find("rest.AdamW.weight_decay") != std::string::npos);
+  auto other =
+      geomopt::Partition(geomopt::group("muon", geomopt::Muon(), [](const geomopt::LeafInfo& l) { return l.matrix(); }),
+                         geomopt::group("rest", geomopt::Adam()));
+  Model n = make_model(1.0);
+  auto so = other.init(n);
+  CHECK_THROWS_AS(geomopt::io::load_checkpoint(dir.file("ckpt.h5"), n, so), geomopt::io::Error);
+}
 
 TEST_CASE("Muon and ManifoldMuon resume exactly") {
   // w takes Muon's step, st ManifoldMuon's (Muon hands it to AdamW), the rest AdamW's; the EMA covers them all.

@@ -8,6 +8,8 @@
 #include "geomopt/optimizers/schedules.hpp"
 #include "geomopt/optimizers/kernels.hpp"
 #include "geomopt/optimizers/state.hpp"
+#include "geomopt/optimizers/step_protocol.hpp"
 #include "geomopt/optimizers/optimizer.hpp"
+#include "geomopt/optimizers/partition.hpp"
 #include "geomopt/optimizers/msign.hpp"
 #include "geomopt/optimizers/muon.hpp"

@@ -18,6 +18,10 @@
 //
 // Its leaves are matrices and Stiefel points, owned or over borrowed memory (ptree::BorrowedArray, Borrowed<Stiefel>).
 //
+// Structure: MuonCore is Muon's step alone, a member of the step protocol (step_protocol.hpp) built on the public
+// parts of the library; BasicMuon is the Partition (partition.hpp) of MuonCore and the fallback optimizer, and is
+// itself a member, so "Muon on these matrices" is one group of any Partition.
+//
 // Invariants: a step reads every gradient before writing (clipping, the non-finite policy, the schedule, the EMA and
 // MissingGradient::skip of CommonOptions cover Muon's leaves and the fallback's alike: a leaf without a gradient sits
 // the step out with its own step count); per-leaf lr_scale and weight decay may change between steps, as for an
@@ -34,22 +38,25 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "geomopt/manifolds.hpp"
 #include "geomopt/manifolds/detail/dense_kernels.hpp"
+#include "geomopt/optimizers/detail/thread_pool.hpp"
 #include "geomopt/optimizers/kernels.hpp"
 #include "geomopt/optimizers/msign.hpp"
 #include "geomopt/optimizers/optimizer.hpp"
 #include "geomopt/optimizers/options.hpp"
+#include "geomopt/optimizers/partition.hpp"
 #include "geomopt/optimizers/state.hpp"
+#include "geomopt/optimizers/step_protocol.hpp"
 #include "geomopt/optimizers/stiefel_muon.hpp"
 #include "geomopt/ptree.hpp"
 
@@ -181,65 +188,51 @@ struct MuonLeafWork {
 
 }  // namespace detail
 
-/// The state of Muon or ManifoldMuon for one parameter tree: the fallback optimizer's state (Muon's leaves frozen in
-/// it), the momentum of Muon's leaves and, under StiefelMuonOptions::warm_start, the multiplier of ManifoldMuon's
-/// Stiefel leaves. Saved and restored by geomopt::io like an OptimizerState: for_each_slot visits every leaf in walk
-/// order, a Muon leaf with "momentum_buffer" shaped like the leaf, then a Stiefel leaf's n x n "multiplier".
+/// The state of MuonCore for one parameter tree: the momentum of its leaves and, under StiefelMuonOptions::warm_start,
+/// the multiplier of ManifoldMuon's Stiefel leaves; every other leaf is frozen or excluded (another group's). Walked
+/// like an OptimizerState: for_each_slot gives a Muon leaf's "momentum_buffer" shaped like the leaf, then a Stiefel
+/// leaf's n x n "multiplier".
 template <class Tree>
-class MuonState {
+class MuonCoreState {
  public:
-  // An OptimizerState's types; like it, movable and not copyable.
   using Scalar = typename OptimizerState<Tree>::Scalar;
   using Vector = typename OptimizerState<Tree>::Vector;
   using MatrixMap = typename OptimizerState<Tree>::MatrixMap;
   using ConstMatrixMap = typename OptimizerState<Tree>::ConstMatrixMap;
 
-  std::int64_t step_count() const noexcept { return fallback_.step_count(); }
-  /// Sets the step count, for restoring a checkpoint; every leaf's own count becomes t too.
+  MuonCoreState() = default;
+  MuonCoreState(MuonCoreState&&) noexcept = default;
+  MuonCoreState& operator=(MuonCoreState&&) noexcept = default;
+
+  std::int64_t step_count() const noexcept { return step_; }
   void set_step_count(std::int64_t t) {
-    fallback_.set_step_count(t);
+    step_ = t;
     for (auto& r : records_) r.skipped = 0;
   }
-  /// The steps leaf i (walk order) has taken, as OptimizerState::leaf_step_count says: the state's count less the
-  /// steps it sat out for want of a gradient (CommonOptions::missing_gradient = skip); 0 for a frozen leaf.
+  /// The steps leaf i has taken: the state's count less the steps it sat out; 0 for a leaf that is not Muon's.
   std::int64_t leaf_step_count(std::size_t i) const {
     const int m = muon_of_leaf_.at(i);
-    return m < 0 ? fallback_.leaf_step_count(i) : step_count() - records_[static_cast<std::size_t>(m)].skipped;
+    return m < 0 ? 0 : step_ - records_[static_cast<std::size_t>(m)].skipped;
   }
-  /// Sets leaf i's own step count, for restoring a checkpoint: std::invalid_argument unless the leaf is not frozen
-  /// and 0 <= t <= step_count().
+  /// Sets leaf i's own step count: std::invalid_argument unless the leaf is Muon's and 0 <= t <= step_count().
   void set_leaf_step_count(std::size_t i, std::int64_t t) {
     const int m = muon_of_leaf_.at(i);
-    if (m < 0) return fallback_.set_leaf_step_count(i, t);
-    if (t < 0 || t > step_count())
+    if (m < 0 || t < 0 || t > step_)
       throw std::invalid_argument(leaf_path(i) + ": a leaf's step count must be from 0 to the state's " +
-                                  std::to_string(step_count()) + ", got " + std::to_string(t));
-    records_[static_cast<std::size_t>(m)].skipped = step_count() - t;
+                                  std::to_string(step_) + (m < 0 ? " and the leaf not frozen" : "") + ", got " +
+                                  std::to_string(t));
+    records_[static_cast<std::size_t>(m)].skipped = step_ - t;
   }
-  /// f(path, count) for each leaf whose own step count differs from the state's, in walk order (what a checkpoint
-  /// records beside the step count).
   template <class F>
   void for_each_leaf_step(F&& f) const {
-    for (std::size_t i = 0; i < muon_of_leaf_.size(); ++i)
-      if (!leaf_frozen(i) && leaf_step_count(i) != step_count()) f(leaf_path(i), leaf_step_count(i));
+    for (const auto& r : records_)
+      if (r.skipped != 0) f(paths_[r.leaf], step_ - r.skipped);
   }
-  /// Changes leaf i's lr_scale between steps (a per-group learning rate a schedule moves), Muon's leaves and the
-  /// fallback's alike: std::invalid_argument naming the leaf for a frozen leaf or a value that is not >= 0, and
-  /// nothing changes then.
-  void set_leaf_lr_scale(std::size_t i, double lr_scale) {
-    const int m = muon_of_leaf_.at(i);
-    if (m < 0) return fallback_.set_leaf_lr_scale(i, lr_scale);
-    if (!(lr_scale >= 0))
-      throw std::invalid_argument(leaf_path(i) + ": lr_scale must be >= 0, got " + std::to_string(lr_scale));
-    records_[static_cast<std::size_t>(m)].lr_scale = lr_scale;
-  }
-  /// Changes leaf i's weight decay between steps, likewise; a Stiefel leaf's must stay 0.
+  /// Changes leaf i's lr_scale or weight decay between steps: std::invalid_argument naming the leaf for a leaf that
+  /// is not Muon's or a value that is not >= 0 (a Stiefel leaf's weight decay must stay 0), and nothing changes then.
+  void set_leaf_lr_scale(std::size_t i, double lr_scale) { changeable(i, "lr_scale", lr_scale).lr_scale = lr_scale; }
   void set_leaf_weight_decay(std::size_t i, double weight_decay) {
-    const int m = muon_of_leaf_.at(i);
-    if (m < 0) return fallback_.set_leaf_weight_decay(i, weight_decay);
-    auto& rec = records_[static_cast<std::size_t>(m)];
-    if (!(weight_decay >= 0))
-      throw std::invalid_argument(leaf_path(i) + ": weight_decay must be >= 0, got " + std::to_string(weight_decay));
+    auto& rec = changeable(i, "weight_decay", weight_decay);
     if (rec.stiefel && weight_decay != 0)
       throw std::invalid_argument(leaf_path(i) + ": weight decay does not apply to Stiefel leaves");
     rec.weight_decay = weight_decay;
@@ -247,29 +240,26 @@ class MuonState {
   }
   /// "Muon" or "ManifoldMuon".
   std::string_view optimizer() const noexcept { return name_; }
-  /// Muon's hyperparameters, then the fallback's as "fallback.<kernel>.<name>".
   const Hyperparameters& hyperparameters() const noexcept { return hyperparameters_; }
 
-  /// Bytes of state: Muon's momentum plus the fallback's state (and the EMA copy, counted there once).
+  /// Bytes of state: the momentum, the multipliers and the moving average.
   std::size_t nbytes() const noexcept {
-    return static_cast<std::size_t>(momentum_.size() + multipliers_.size()) * sizeof(Scalar) + fallback_.nbytes();
+    std::size_t b = static_cast<std::size_t>(momentum_.size() + multipliers_.size()) * sizeof(Scalar);
+    if (ema_) b += static_cast<std::size_t>(ptree::count(*ema_)) * sizeof(Scalar);
+    return b;
   }
-  /// Bytes of per-step scratch (not state).
   std::size_t workspace_bytes() const noexcept {
-    std::size_t b = fallback_.workspace_bytes();
+    std::size_t b = 0;
     for (const auto& w : work_) b += w->bytes();
     return b;
   }
 
-  std::size_t leaf_count() const noexcept { return fallback_.leaf_count(); }
-  const std::string& leaf_path(std::size_t i) const { return fallback_.leaf_path(i); }
-  /// Whether leaf i is stepped by Muon (its momentum) rather than by the fallback or frozen.
+  std::size_t leaf_count() const noexcept { return paths_.size(); }
+  const std::string& leaf_path(std::size_t i) const { return paths_.at(i); }
+  /// Whether leaf i is stepped by Muon; a leaf that is not is frozen here (or another group's).
   bool muon_leaf(std::size_t i) const { return muon_of_leaf_.at(i) >= 0; }
-  bool leaf_frozen(std::size_t i) const { return !muon_leaf(i) && fallback_.leaf_frozen(i); }
-  /// Leaves stepped by Muon.
+  bool leaf_frozen(std::size_t i) const { return !muon_leaf(i); }
   std::size_t muon_leaf_count() const noexcept { return records_.size(); }
-  /// The fallback optimizer's state (Muon's leaves appear frozen in it).
-  const OptimizerState<Tree>& fallback() const noexcept { return fallback_; }
   /// ManifoldMuon: what the last step's direction solve of Stiefel leaf i reported (iterations, convergence, duality
   /// gap; all zero before the first step). Throws std::invalid_argument when leaf i is not one of its Stiefel leaves.
   const StiefelMuonReport& direction_report(std::size_t i) const {
@@ -280,64 +270,74 @@ class MuonState {
     return work_[static_cast<std::size_t>(m)]->report;
   }
 
-  /// f(path, name, value) for each per-leaf option, by leaf in walk order (see OptimizerState::for_each_leaf_option);
-  /// a Stiefel leaf of ManifoldMuon reports its StiefelMuonRetraction ("polar", "cayley" or "geodesic").
+  /// f(path, name, value) for each per-leaf option (see OptimizerState::for_each_leaf_option); a Stiefel leaf
+  /// reports its StiefelMuonRetraction ("polar", "cayley" or "geodesic").
   template <class F>
   void for_each_leaf_option(F&& f) const {
-    const auto& leaves = fallback_.leaves_;
-    for (std::size_t i = 0; i < leaves.size(); ++i) {
-      const int m = muon_of_leaf_[i];
-      if (m < 0) {
-        OptimizerState<Tree>::visit_leaf_options(leaves[i], f);
-        continue;
-      }
-      const auto& r = records_[static_cast<std::size_t>(m)];
-      f(leaves[i].path, std::string_view("frozen"), false);
-      f(leaves[i].path, std::string_view("lr_scale"), r.lr_scale);
-      if (r.weight_decay_set) f(leaves[i].path, std::string_view("weight_decay"), r.weight_decay);
-      if (r.stiefel) f(leaves[i].path, std::string_view("retraction"), retraction_name(r.retraction));
-    }
+    for (std::size_t i = 0; i < paths_.size(); ++i) for_each_option_of_leaf(i, f);
+  }
+  template <class F>
+  void for_each_option_of_leaf(std::size_t i, F&& f) const {
+    const int m = muon_of_leaf_.at(i);
+    f(paths_[i], std::string_view("frozen"), m < 0);
+    if (m < 0) return;
+    const auto& r = records_[static_cast<std::size_t>(m)];
+    f(paths_[i], std::string_view("lr_scale"), r.lr_scale);
+    if (r.weight_decay_set) f(paths_[i], std::string_view("weight_decay"), r.weight_decay);
+    if (r.stiefel) f(paths_[i], std::string_view("retraction"), retraction_name(r.retraction));
   }
 
-  /// f(path, name, map) for every array of state, by leaf in walk order (see OptimizerState::for_each_slot).
+  /// f(path, name, map) for every array of state, by leaf in walk order.
   template <class F>
   void for_each_slot(F&& f) {
-    visit_slots(*this, f);
+    for (std::size_t i = 0; i < paths_.size(); ++i) visit_leaf_slots(*this, i, f);
   }
   template <class F>
   void for_each_slot(F&& f) const {
-    visit_slots(*this, f);
+    for (std::size_t i = 0; i < paths_.size(); ++i) visit_leaf_slots(*this, i, f);
+  }
+  template <class F>
+  void for_each_slot_of_leaf(std::size_t i, F&& f) {
+    visit_leaf_slots(*this, i, f);
+  }
+  template <class F>
+  void for_each_slot_of_leaf(std::size_t i, F&& f) const {
+    visit_leaf_slots(*this, i, f);
   }
 
-  const Tree* ema() const noexcept { return fallback_.ema(); }
-  Tree* ema() noexcept { return fallback_.ema(); }
+  const Tree* ema() const noexcept { return ema_ ? &*ema_ : nullptr; }
+  Tree* ema() noexcept { return ema_ ? &*ema_ : nullptr; }
 
  private:
   template <class F, bool M>
-  friend class BasicMuon;
+  friend class MuonCore;
 
-  template <class Self, class F>
-  static void visit_slots(Self& self, F& f) {
-    using Map = std::conditional_t<std::is_const_v<Self>, ConstMatrixMap, MatrixMap>;
-    const auto& leaves = self.fallback_.leaves_;
-    for (std::size_t i = 0; i < leaves.size(); ++i) {
-      const int m = self.muon_of_leaf_[i];
-      if (m >= 0) {
-        const auto& r = self.records_[static_cast<std::size_t>(m)];
-        f(leaves[i].path, std::string_view("momentum_buffer"), Map(self.momentum_.data() + r.offset, r.rows, r.cols));
-        if (r.multiplier >= 0)
-          f(leaves[i].path, std::string_view("multiplier"),
-            Map(self.multipliers_.data() + r.multiplier, r.cols, r.cols));
-        continue;
-      }
-      // The fallback's arrays of this one leaf, in its own order.
-      OptimizerState<Tree>::visit_leaf_slots(self.fallback_, leaves[i], f);
-    }
+  detail::MuonLeafRecord& changeable(std::size_t i, const char* what, double value) {
+    const int m = muon_of_leaf_.at(i);
+    if (m < 0 || !(value >= 0))
+      throw std::invalid_argument(leaf_path(i) + ": " + what + (m < 0 ? " of a frozen leaf cannot be set" : "") +
+                                  (value >= 0 ? "" : " must be >= 0, got " + std::to_string(value)));
+    return records_[static_cast<std::size_t>(m)];
   }
 
-  OptimizerState<Tree> fallback_;
+  template <class Self, class F>
+  static void visit_leaf_slots(Self& self, std::size_t i, F& f) {
+    using Map = std::conditional_t<std::is_const_v<Self>, ConstMatrixMap, MatrixMap>;
+    const int m = self.muon_of_leaf_.at(i);
+    if (m < 0) return;
+    const auto& r = self.records_[static_cast<std::size_t>(m)];
+    f(self.paths_[i], std::string_view("momentum_buffer"), Map(self.momentum_.data() + r.offset, r.rows, r.cols));
+    if (r.multiplier >= 0)
+      f(self.paths_[i], std::string_view("multiplier"), Map(self.multipliers_.data() + r.multiplier, r.cols, r.cols));
+  }
+
   std::string name_;
   Hyperparameters hyperparameters_;
+  std::int64_t step_ = 0;
+  double factor_ = 1;  // the schedule's factor for the step under way (begin_step)
+  int threads_ = 1;
+  std::vector<std::string> paths_;  // every leaf's, in walk order
+  std::vector<char> checked_;       // per leaf: frozen here, whose gradient this state's step checks (not excluded)
   std::vector<detail::MuonLeafRecord> records_;
   std::vector<int> muon_of_leaf_;  // per leaf in walk order: its record, or -1
   Vector momentum_;
@@ -345,26 +345,36 @@ class MuonState {
   std::vector<std::unique_ptr<detail::MuonLeafWork<Scalar>>> work_;
   std::vector<detail::UnitPointers<Scalar>> pointers_;  // per record, found by each step
   std::vector<std::vector<std::size_t>> plan_;          // per thread: records
+  std::vector<std::size_t> failed_;                     // per thread: the first leaf verify refused
+  std::optional<Tree> ema_;
 };
 
-/// Muon (kManifold = false) and ManifoldMuon (true) over a fallback kernel for the leaves they do not step.
+/// Muon's step alone: the orthogonalized (ManifoldMuon: spectral steepest tangent) update of the matrix and Stiefel
+/// leaves its rule gives it, every other leaf frozen or excluded. A member of the step protocol written on the public
+/// parts of the library only; Muon and ManifoldMuon are the Partition of it and a fallback optimizer, and it can be a
+/// group of any Partition. MuonOptions::fallback is ignored.
 template <class Fallback, bool kManifold>
-class BasicMuon {
+class MuonCore {
  public:
   using Options = MuonOptions<Fallback>;
   static constexpr const char* kName = kManifold ? "ManifoldMuon" : "Muon";
 
-  explicit BasicMuon(Options options = {}, CommonOptions common = {})
-      : options_(validated(std::move(options))), fallback_(options_.fallback, common) {}
+  explicit MuonCore(Options options = {}, CommonOptions common = {})
+      : options_(std::move(options)), common_(std::move(common)) {
+    options_.validate();
+    common_.validate();
+    if (common_.threads > 1) pool_ = std::make_unique<detail::ThreadPool>(common_.threads);
+  }
 
   const Options& options() const noexcept { return options_; }
-  const CommonOptions& common() const noexcept { return fallback_.common(); }
+  const CommonOptions& common() const noexcept { return common_; }
+  StepTransforms transforms() const noexcept { return StepTransforms::of(common_); }
 
-  /// The state for params. A leaf is Muon's when rule(path).muon says so, or, unset, when it is a Euclidean leaf of
-  /// one matrix block of at least 2 x 2 (ManifoldMuon: or a Stiefel leaf). Throws std::invalid_argument naming the
-  /// path when a rule asks Muon to step a leaf it cannot (a vector, a packed or manifold leaf other than Stiefel).
+  /// The state for params. Every leaf rule(path) neither freezes nor excludes is Muon's: it must be a Euclidean
+  /// leaf of one contiguous matrix block of at least 2 x 2 (ManifoldMuon: or a Stiefel leaf) whose LeafOptions::muon
+  /// is not false; any other throws std::invalid_argument naming the path.
   template <class Tree>
-  MuonState<Tree> init(const Tree& params, const LeafRule& rule = {}) const {
+  MuonCoreState<Tree> init(const Tree& params, const LeafRule& rule = {}) const {
     if constexpr (ptree::tree<Tree>) {
       return init_tree(params, rule);
     } else {
@@ -373,26 +383,10 @@ class BasicMuon {
     }
   }
 
-  /// One step of every leaf: Muon's by the orthogonalized (ManifoldMuon: spectral steepest tangent) update, the
-  /// rest by the fallback, in one pass (see Optimizer::step for the report, the gradients' shapes and the non-finite
-  /// policy).
+  /// One step of its leaves (see Optimizer::step).
   template <class Tree>
-  StepReport step(Tree& params, const Tree& grads, MuonState<Tree>& st) {
-    if constexpr (ptree::tree<Tree>) {
-      if (st.name_ != kName)
-        throw std::invalid_argument(std::string(kName) + "::step: the state was made by " + st.name_ + "::init");
-      const auto& schedule = fallback_.common().schedule;
-      const double factor = schedule ? schedule(st.step_count()) : 1.0;
-      Units<Tree> units{*this, st};
-      StepReport report = fallback_.step_with(params, grads, st.fallback_, units);
-      report.lr = options_.lr * factor;
-      if (report.applied)
-        for (auto& rec : st.records_) rec.skipped += rec.missing ? 1 : 0;
-      return report;
-    } else {
-      ptree::detail::not_a_tree<Tree>();
-      return {};
-    }
+  StepReport step(Tree& params, const Tree& grads, MuonCoreState<Tree>& st) {
+    return detail::step_alone(*this, params, grads, st);
   }
 
   /// Muon's hyperparameters as a checkpoint records them.
@@ -417,26 +411,130 @@ class BasicMuon {
       h.emplace_back("stiefel_warm_start", options_.stiefel.warm_start ? 1.0 : 0.0);
       h.emplace_back("retraction", static_cast<double>(options_.retraction));
     }
-    for (const auto& [name, value] : Fallback::hyperparameters(options_.fallback))
-      h.emplace_back("fallback." + std::string(Fallback::kName) + "." + name, value);
     return h;
+  }
+
+  // The step protocol (step_protocol.hpp).
+
+  /// Checks the state and finds every Muon leaf's numbers (the tree's structure, each leaf's kind and shape, each
+  /// gradient's and moving average's shape), and schedules the step. Throws StructureError naming the leaf before
+  /// anything is written.
+  template <class Tree>
+  void begin_step(Tree& params, const Tree& grads, MuonCoreState<Tree>& st, Tree* ema, MissingGradient missing) {
+    if (st.name_ != kName)
+      throw std::invalid_argument(std::string(kName) + "::step: the state was made by " + st.name_ + "::init");
+    if (st.threads_ != common_.threads)
+      throw std::invalid_argument(std::string(kName) + "::step: the state was made for " + std::to_string(st.threads_) +
+                                  " threads, this optimizer has " + std::to_string(common_.threads));
+    collect(params, grads, st, ema, missing == MissingGradient::skip);
+    st.factor_ = common_.schedule ? common_.schedule(st.step_) : 1.0;
+  }
+
+  /// The squared norms of its gradients: Euclidean for matrices, the canonical Riemannian gradient's for Stiefel
+  /// leaves (|G|^2 - |Z|^2 + |Z - Z^T|^2 / 2 with Z = W^T G, as the library's lift measures it); 0 without norm.
+  template <class Tree>
+  double gradient_squared_norm(MuonCoreState<Tree>& st, bool norm) const {
+    using T = ptree::scalar_t<Tree>;
+    if (!norm) return 0;
+    double total = 0;
+    for (std::size_t r = 0; r < st.records_.size(); ++r) {
+      const auto& rec = st.records_[r];
+      const auto& ptr = st.pointers_[r];
+      st.work_[r]->squared = 0;
+      if (rec.missing) continue;
+      const Eigen::Map<const detail::Mat<T>> g(ptr.g, rec.rows, rec.cols);
+      double sq = 0;
+      for (Eigen::Index j = 0; j < rec.cols; ++j) sq += g.col(j).template cast<double>().squaredNorm();
+      if (rec.stiefel && std::isfinite(sq)) {
+        auto& z = st.work_[r]->z;
+        const Eigen::Map<const detail::Mat<T>> w(ptr.p, rec.rows, rec.cols);
+        detail::dense_product<T>(z, w, detail::ProductOp::transposed, g, detail::ProductOp::plain, T(1), false);
+        // Lazy expressions: no temporary in the step.
+        sq +=
+            -z.template cast<double>().squaredNorm() + 0.5 * (z - z.transpose()).template cast<double>().squaredNorm();
+      }
+      st.work_[r]->squared = sq;
+      total += sq;
+    }
+    return total;
+  }
+
+  template <class Tree>
+  std::pair<std::size_t, const char*> first_non_finite(const MuonCoreState<Tree>& st) const {
+    using T = ptree::scalar_t<Tree>;
+    std::size_t first = kNoLeaf;
+    for (std::size_t r = 0; r < st.records_.size(); ++r) {
+      const auto& rec = st.records_[r];
+      if (rec.missing) continue;
+      const Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> g(st.pointers_[r].g, rec.rows * rec.cols);
+      if (!g.allFinite()) first = std::min(first, rec.leaf);
+    }
+    return {first, first == kNoLeaf ? nullptr : "the gradient is not finite"};
+  }
+
+  template <class Tree>
+  NormOverflow norm_overflow(const MuonCoreState<Tree>& st) const {
+    NormOverflow o;
+    for (std::size_t r = 0; r < st.records_.size(); ++r) {
+      if (st.records_[r].missing) continue;
+      const double sq = st.work_[r]->squared;
+      if (!std::isfinite(sq)) {
+        o.first = std::min(o.first, st.records_[r].leaf);
+      } else if (sq > o.most) {
+        o.most = sq, o.largest = st.records_[r].leaf;
+      }
+    }
+    return o;
+  }
+
+  /// Each leaf's update into its scratch, nothing written; the first leaf whose update is not finite.
+  template <class Tree>
+  std::size_t verify_step(MuonCoreState<Tree>& st, double gscale) {
+    using T = ptree::scalar_t<Tree>;
+    auto member_verify = [&](int member) {
+      std::size_t first = kNoLeaf;
+      for (std::size_t r : st.plan_[static_cast<std::size_t>(member)])
+        if (!st.records_[r].missing && !prepare_leaf(st, r, static_cast<T>(gscale), true))
+          first = std::min(first, st.records_[r].leaf);
+      st.failed_[static_cast<std::size_t>(member)] = first;
+    };
+    run(member_verify);
+    return *std::min_element(st.failed_.begin(), st.failed_.end());
+  }
+
+  template <class Tree>
+  void apply_step(MuonCoreState<Tree>& st, double gscale, double ema_decay, bool verified) {
+    using T = ptree::scalar_t<Tree>;
+    auto member_step = [&](int member) {
+      for (std::size_t r : st.plan_[static_cast<std::size_t>(member)])
+        if (!st.records_[r].missing) step_leaf(st, r, static_cast<T>(gscale), static_cast<T>(ema_decay), verified);
+    };
+    run(member_step);
+    ++st.step_;
+    for (auto& rec : st.records_) rec.skipped += rec.missing ? 1 : 0;
+  }
+
+  template <class Tree>
+  double scheduled_lr(const MuonCoreState<Tree>& st) const noexcept {
+    return options_.lr * st.factor_;
   }
 
  private:
   template <class Tree>
-  MuonState<Tree> init_tree(const Tree& params, const LeafRule& rule) const {
+  MuonCoreState<Tree> init_tree(const Tree& params, const LeafRule& rule) const {
     using T = ptree::scalar_t<Tree>;
     static_assert(std::is_floating_point_v<T>, "Muon::init: the tree's trainable scalar must be float or double");
-    MuonState<Tree> st;
-    std::unordered_set<std::string> mine;
+    MuonCoreState<Tree> st;
     Eigen::Index entries = 0, multiplier_entries = 0;
-    std::size_t index = 0;
     ptree::for_each_with_path(
         [&](const ptree::Path& path, const auto& leaf) {
           using L = std::remove_cvref_t<decltype(leaf)>;
-          const std::size_t i = index++;
+          const std::size_t i = st.paths_.size();
+          st.paths_.push_back(path.str());
           const LeafOptions lo = rule ? rule(path) : LeafOptions{};
-          if (lo.frozen) return;
+          st.checked_.push_back(lo.frozen && !lo.excluded ? 1 : 0);
+          st.muon_of_leaf_.push_back(-1);
+          if (lo.frozen || lo.excluded) return;
           detail::MuonLeafRecord rec;
           rec.leaf = i;
           bool eligible = false;
@@ -468,12 +566,13 @@ class BasicMuon {
                    : contiguous ? "a " + std::to_string(rec.rows) + "x" + std::to_string(rec.cols) + " block"
                                 : "a non-contiguous block";
           }
-          const bool chosen = lo.muon.value_or(eligible);
-          if (!chosen) return;
           if (!eligible)
             throw std::invalid_argument(path.str() + ": " + kName + " steps matrices of at least 2 x 2" +
                                         (kManifold ? " and Stiefel leaves" : "") + ", this is " + kind +
                                         " (leave LeafOptions::muon unset or false)");
+          if (!lo.muon.value_or(true))
+            throw std::invalid_argument(path.str() + ": LeafOptions::muon is false, yet the leaf is given to " + kName +
+                                        "; give it to another group");
           if (!(lo.lr_scale >= 0))
             throw std::invalid_argument(path.str() + ": lr_scale must be >= 0, got " + std::to_string(lo.lr_scale));
           rec.lr_scale = lo.lr_scale;
@@ -494,31 +593,22 @@ class BasicMuon {
             rec.multiplier = multiplier_entries;
             multiplier_entries += rec.cols * rec.cols;
           }
-          mine.insert(path.str());
+          st.muon_of_leaf_.back() = static_cast<int>(st.records_.size());
           st.records_.push_back(rec);
         },
         params);
 
-    const LeafRule fallback_rule = [&](const ptree::Path& path) {
-      LeafOptions lo = rule ? rule(path) : LeafOptions{};
-      if (mine.count(path.str()) != 0) {
-        lo.frozen = true;
-        lo.weight_decay.reset();
-      }
-      return lo;
-    };
-    st.fallback_ = fallback_.init(params, fallback_rule);
-    for (const auto& rec : st.records_) st.fallback_.leaves_[rec.leaf].external = true;
     st.name_ = kName;
     st.hyperparameters_ = hyperparameters();
-    st.muon_of_leaf_.assign(st.fallback_.leaf_count(), -1);
-    for (std::size_t r = 0; r < st.records_.size(); ++r) st.muon_of_leaf_[st.records_[r].leaf] = static_cast<int>(r);
-    st.momentum_ = MuonState<Tree>::Vector::Zero(entries);
-    st.multipliers_ = MuonState<Tree>::Vector::Zero(multiplier_entries);
+    st.threads_ = common_.threads;
+    st.momentum_ = MuonCoreState<Tree>::Vector::Zero(entries);
+    st.multipliers_ = MuonCoreState<Tree>::Vector::Zero(multiplier_entries);
     st.pointers_.resize(st.records_.size());
+    st.failed_.assign(static_cast<std::size_t>(common_.threads), kNoLeaf);
+    if (common_.ema_decay > 0) st.ema_.emplace(ptree::cast<T>(params));
 
     // Buffers, and the records shared among the threads by an estimate of their cost (rows cols min(rows, cols)).
-    const int threads = fallback_.common().threads;
+    const int threads = common_.threads;
     st.plan_.assign(static_cast<std::size_t>(threads), {});
     std::vector<double> load(static_cast<std::size_t>(threads), 0.0);
     std::size_t walk = 0;
@@ -564,9 +654,13 @@ class BasicMuon {
     return st;
   }
 
-  static Options validated(Options o) {
-    o.validate();
-    return o;
+  template <class F>
+  void run(F& f) {
+    if (pool_) {
+      pool_->run(f);
+    } else {
+      f(0);
+    }
   }
 
   // Whether a Stiefel leaf takes the fused polar step (StiefelMuonPolarStep, in the leaf's precision): the budgeted
@@ -591,141 +685,71 @@ class BasicMuon {
     return 1.0;
   }
 
-  // Muon's leaves as the fallback's step sees them (Optimizer::step_with).
+  // Finds each Muon leaf's numbers in params, grads and ema, checking its kind and shape against the state's record
+  // and each gradient (and moving average) against its parameter; a frozen leaf's gradient is checked as
+  // Optimizer's are, an excluded leaf's not at all. The walk checks the trees' structure above the leaves.
   template <class Tree>
-  struct Units {
-    using T = ptree::scalar_t<Tree>;
-    BasicMuon& self;
-    MuonState<Tree>& st;
-
-    void collect(Tree& params, const Tree& grads, Tree* ema) {
-      const bool skip_missing = self.fallback_.common().missing_gradient == MissingGradient::skip;
-      std::size_t leaf = 0;
-      auto visit = [&](auto& p, const auto& g, auto&... e) {
-        using L = std::remove_cvref_t<decltype(p)>;
-        const std::size_t i = leaf++;
-        if (i >= st.muon_of_leaf_.size()) return;  // the fallback's collect has thrown for this already
-        const int m = st.muon_of_leaf_[i];
-        if (m < 0) return;
-        auto& rec = st.records_[static_cast<std::size_t>(m)];
-        const std::string& path = st.fallback_.leaf_path(i);
-        auto& ptr = st.pointers_[static_cast<std::size_t>(m)];
-        rec.missing = skip_missing && detail::holds_no_number(g) && !detail::holds_no_number(p);
-        if (rec.missing) {
-          ptr = {};
-          return;
-        }
-        if constexpr (detail::manifold_leaf<L>) {
-          const Eigen::Index rows = p.value().rows(), cols = p.value().cols();
-          if (!rec.stiefel || rows != rec.rows || cols != rec.cols)
-            throw StructureError(
-                path + ": the leaf is a " + detail::shape_string(rows, cols) + " " + L::kName +
-                " point, the state was made for " +
-                (rec.stiefel ? "a " + detail::shape_string(rec.rows, rec.cols) + " Stiefel point" : "a matrix"));
-          detail::check_like_leaf(path, "gradient", 0, false, g.value(), rows, cols);
-          (detail::check_like_leaf(path, "moving average", 0, false, e.value(), rows, cols), ...);
-          ptr = {p.value().data(), g.value().data(), ema_data(e.value()...)};
-        } else {
-          bool ok = !rec.stiefel;
-          ptree::detail::for_each_block(
-              [&](auto& bp, const auto& bg, auto&... be) {
-                if (detail::storage_shape(bp) != std::pair{rec.rows, rec.cols}) ok = false;
-                if (!ok) return;
-                const Eigen::Index rows = ptree::detail::block_rows(bp), cols = ptree::detail::block_cols(bp);
-                detail::check_like_leaf(path, "gradient", 0, false, bg, rows, cols);
-                (detail::check_like_leaf(path, "moving average", 0, false, be, rows, cols), ...);
-                ptr = {detail::block_data(bp), detail::block_data(bg), ema_data(be...)};
-              },
-              p, g, e...);
-          if (!ok)
-            throw StructureError(
-                path + ": the leaf does not match the state's (a " +
-                detail::shape_string(rec.transposed ? rec.cols : rec.rows, rec.transposed ? rec.rows : rec.cols) +
-                " matrix)");
-        }
-      };
-      // As the fallback's collect: the shapes of the leaves are checked here, the structure above them by the walk.
-      if (ema != nullptr) {
-        ptree::detail::for_each_own_leaf_shapes(visit, params, grads, *ema);
+  static void collect(Tree& params, const Tree& grads, MuonCoreState<Tree>& st, Tree* ema, bool skip_missing) {
+    std::size_t leaf = 0;
+    auto visit = [&](auto& p, const auto& g, auto&... e) {
+      using L = std::remove_cvref_t<decltype(p)>;
+      const std::size_t i = leaf++;
+      if (i >= st.paths_.size())
+        throw StructureError("Muon::step: the tree has more leaves than the state (" +
+                             std::to_string(st.paths_.size()) + ")");
+      const int m = st.muon_of_leaf_[i];
+      const std::string& path = st.paths_[i];
+      if (m < 0) {
+        if (st.checked_[i]) detail::check_frozen_gradient(path, p, g);
+        return;
+      }
+      auto& rec = st.records_[static_cast<std::size_t>(m)];
+      auto& ptr = st.pointers_[static_cast<std::size_t>(m)];
+      rec.missing = skip_missing && detail::holds_no_number(g) && !detail::holds_no_number(p);
+      if (rec.missing) {
+        ptr = {};
+        return;
+      }
+      if constexpr (detail::manifold_leaf<L>) {
+        const Eigen::Index rows = p.value().rows(), cols = p.value().cols();
+        if (!rec.stiefel || rows != rec.rows || cols != rec.cols)
+          throw StructureError(
+              path + ": the leaf is a " + detail::shape_string(rows, cols) + " " + L::kName +
+              " point, the state was made for " +
+              (rec.stiefel ? "a " + detail::shape_string(rec.rows, rec.cols) + " Stiefel point" : "a matrix"));
+        detail::check_like_leaf(path, "gradient", 0, false, g.value(), rows, cols);
+        (detail::check_like_leaf(path, "moving average", 0, false, e.value(), rows, cols), ...);
+        ptr = {p.value().data(), g.value().data(), detail::ema_data(e.value()...)};
       } else {
-        ptree::detail::for_each_own_leaf_shapes(visit, params, grads);
+        bool ok = !rec.stiefel;
+        ptree::detail::for_each_block(
+            [&](auto& bp, const auto& bg, auto&... be) {
+              if (detail::storage_shape(bp) != std::pair{rec.rows, rec.cols}) ok = false;
+              if (!ok) return;
+              const Eigen::Index rows = ptree::detail::block_rows(bp), cols = ptree::detail::block_cols(bp);
+              detail::check_like_leaf(path, "gradient", 0, false, bg, rows, cols);
+              (detail::check_like_leaf(path, "moving average", 0, false, be, rows, cols), ...);
+              ptr = {detail::block_data(bp), detail::block_data(bg), detail::ema_data(be...)};
+            },
+            p, g, e...);
+        if (!ok)
+          throw StructureError(
+              path + ": the leaf does not match the state's (a " +
+              detail::shape_string(rec.transposed ? rec.cols : rec.rows, rec.transposed ? rec.rows : rec.cols) +
+              " matrix)");
       }
-    }
-
-    template <class... E>
-    static T* ema_data(E&... e) {
-      if constexpr (sizeof...(E) == 0) {
-        return nullptr;
-      } else {
-        return detail::block_data(e...);
-      }
-    }
-
-    // The squared norms of Muon's gradients: Euclidean for matrices, the canonical Riemannian gradient's for
-    // Stiefel leaves (|G|^2 - |Z|^2 + |Z - Z^T|^2 / 2 with Z = W^T G, as the library's lift measures it).
-    double squared_norm() {
-      double total = 0;
-      for (std::size_t r = 0; r < st.records_.size(); ++r) {
-        const auto& rec = st.records_[r];
-        const auto& ptr = st.pointers_[r];
-        st.work_[r]->squared = 0;
-        if (rec.missing) continue;
-        const Eigen::Map<const detail::Mat<T>> g(ptr.g, rec.rows, rec.cols);
-        double sq = 0;
-        for (Eigen::Index j = 0; j < rec.cols; ++j) sq += g.col(j).template cast<double>().squaredNorm();
-        if (rec.stiefel && std::isfinite(sq)) {
-          auto& z = st.work_[r]->z;
-          const Eigen::Map<const detail::Mat<T>> w(ptr.p, rec.rows, rec.cols);
-          detail::dense_product<T>(z, w, detail::ProductOp::transposed, g, detail::ProductOp::plain, T(1), false);
-          // Lazy expressions: no temporary in the step.
-          sq += -z.template cast<double>().squaredNorm() +
-                0.5 * (z - z.transpose()).template cast<double>().squaredNorm();
-        }
-        st.work_[r]->squared = sq;
-        total += sq;
-      }
-      return total;
-    }
-
-    std::size_t first_non_finite() const {
-      std::size_t first = static_cast<std::size_t>(-1);
-      for (std::size_t r = 0; r < st.records_.size(); ++r) {
-        const auto& rec = st.records_[r];
-        if (rec.missing) continue;
-        const Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> g(st.pointers_[r].g, rec.rows * rec.cols);
-        if (!g.allFinite()) first = std::min(first, rec.leaf);
-      }
-      return first;
-    }
-
-    // The first leaf whose own squared gradient norm overflows double.
-    std::size_t first_overflow() const {
-      std::size_t first = static_cast<std::size_t>(-1);
-      for (std::size_t r = 0; r < st.records_.size(); ++r)
-        if (!std::isfinite(st.work_[r]->squared)) first = std::min(first, st.records_[r].leaf);
-      return first;
-    }
-
-    // This member's updates into the leaves' scratch, nothing written; the first leaf whose update is not finite.
-    std::size_t verify(int member, double factor, T gscale) {
-      std::size_t first = static_cast<std::size_t>(-1);
-      for (std::size_t r : st.plan_[static_cast<std::size_t>(member)])
-        if (!st.records_[r].missing && !self.prepare_leaf(st, r, factor, gscale, true))
-          first = std::min(first, st.records_[r].leaf);
-      return first;
-    }
-
-    void run(int member, std::int64_t, double factor, T gscale, T decay, bool verified) {
-      for (std::size_t r : st.plan_[static_cast<std::size_t>(member)])
-        if (!st.records_[r].missing) self.step_leaf(st, r, factor, gscale, decay, verified);
-    }
-  };
+    };
+    detail::visit_leaves(visit, params, grads, ema);
+    if (leaf != st.paths_.size())
+      throw StructureError("Muon::step: the tree has " + std::to_string(leaf) + " leaves, the state " +
+                           std::to_string(st.paths_.size()));
+  }
 
   // The leaf's update from its gradient and momentum into its scratch, writing no state: w.u <- msign(U) for a
   // matrix, w.a <- the direction for a Stiefel leaf, with U the momentum blend of the step. With `check`, returns
   // whether the update (and a matrix's new parameters) are finite; true otherwise.
   template <class Tree, class T>
-  bool prepare_leaf(MuonState<Tree>& st, std::size_t r, double factor, T gscale, bool check) {
+  bool prepare_leaf(MuonCoreState<Tree>& st, std::size_t r, T gscale, bool check) {
     const auto& rec = st.records_[r];
     const auto& ptr = st.pointers_[r];
     auto& w = *st.work_[r];
@@ -741,17 +765,17 @@ class BasicMuon {
     u = beta * buf + (keep * gscale) * g;
     if (options_.nesterov) u = (keep * gscale) * g + beta * u;
     if (check && !u.allFinite()) return false;
+    const double lr = options_.lr * st.factor_ * rec.lr_scale;
     if (!rec.stiefel) {
       msign_inplace(w.u, options_.msign_options(), w.ms);
       if (!check) return true;
-      const double lr = options_.lr * factor * rec.lr_scale;
       const T step = static_cast<T>(lr * shape_scale(rec));
       const ConstArr p(ptr.p, size);
       return (static_cast<T>(1 - lr * rec.weight_decay) * p - step * u).allFinite();
     }
     const T* multiplier = rec.multiplier >= 0 ? st.multipliers_.data() + rec.multiplier : nullptr;
     if (w.polar) {
-      w.report = w.polar->prepare(ptr.p, w.u.data(), options_.lr * factor * rec.lr_scale, options_.stiefel, multiplier);
+      w.report = w.polar->prepare(ptr.p, w.u.data(), lr, options_.stiefel, multiplier);
       return !check || w.polar->finite();
     }
     if (multiplier != nullptr) w.multiplier = Eigen::Map<const detail::Mat<T>>(multiplier, rec.cols, rec.cols);
@@ -763,7 +787,7 @@ class BasicMuon {
   // Writes the leaf's step: the momentum, the parameters (from the update prepare_leaf left when `prepared`), the
   // EMA. Arithmetic and retractions only: throws nothing.
   template <class Tree, class T>
-  void step_leaf(MuonState<Tree>& st, std::size_t r, double factor, T gscale, T decay, bool prepared) {
+  void step_leaf(MuonCoreState<Tree>& st, std::size_t r, T gscale, T decay, bool prepared) {
     const auto& rec = st.records_[r];
     const auto& ptr = st.pointers_[r];
     auto& w = *st.work_[r];
@@ -771,12 +795,12 @@ class BasicMuon {
     if (size == 0) return;
     using Arr = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
     using ConstArr = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
-    if (!prepared) prepare_leaf(st, r, factor, gscale, false);
+    if (!prepared) prepare_leaf(st, r, gscale, false);
     const ConstArr g(ptr.g, size);
     Arr buf(st.momentum_.data() + rec.offset, size);
     const T beta = static_cast<T>(options_.momentum);
     buf = beta * buf + ((T(1) - beta) * gscale) * g;
-    const double lr = options_.lr * factor * rec.lr_scale;
+    const double lr = options_.lr * st.factor_ * rec.lr_scale;
     Arr p(ptr.p, size);
     if (!rec.stiefel) {
       const Arr u(w.u.data(), size);
@@ -835,7 +859,145 @@ class BasicMuon {
   }
 
   Options options_;
-  Optimizer<Fallback> fallback_;
+  CommonOptions common_;
+  std::unique_ptr<detail::ThreadPool> pool_;
+};
+
+/// The state of Muon or ManifoldMuon for one parameter tree: a PartitionState of two groups, "fallback" (the
+/// fallback optimizer's state, Muon's leaves excluded from it) and "muon" (MuonCore's: the momentum of Muon's leaves
+/// and the multipliers of ManifoldMuon's Stiefel leaves), with the moving average. Saved and restored by geomopt::io
+/// like an OptimizerState: for_each_slot visits every leaf in walk order, a Muon leaf with "momentum_buffer" shaped
+/// like the leaf, then a Stiefel leaf's n x n "multiplier"; the hyperparameters are Muon's, then the fallback's as
+/// "fallback.<kernel>.<name>".
+template <class Tree>
+class MuonState : public PartitionState<Tree, OptimizerState<Tree>, MuonCoreState<Tree>> {
+  using Base = PartitionState<Tree, OptimizerState<Tree>, MuonCoreState<Tree>>;
+
+ public:
+  // An OptimizerState's types; like it, movable and not copyable.
+  using Scalar = typename OptimizerState<Tree>::Scalar;
+  using Vector = typename OptimizerState<Tree>::Vector;
+  using MatrixMap = typename OptimizerState<Tree>::MatrixMap;
+  using ConstMatrixMap = typename OptimizerState<Tree>::ConstMatrixMap;
+
+  MuonState() = default;
+  MuonState(Base&& parts, std::string_view name, Hyperparameters hyperparameters) : Base(std::move(parts)) {
+    this->name_ = name;
+    this->hyperparameters_ = std::move(hyperparameters);
+  }
+
+  /// Whether leaf i is stepped by Muon (its momentum) rather than by the fallback or frozen.
+  bool muon_leaf(std::size_t i) const { return this->group_of_leaf(i) == 1; }
+  /// Leaves stepped by Muon.
+  std::size_t muon_leaf_count() const noexcept { return core().muon_leaf_count(); }
+  /// The fallback optimizer's state (Muon's leaves are excluded from it; the moving average is this state's).
+  const OptimizerState<Tree>& fallback() const noexcept { return this->template group_state<0>(); }
+  /// ManifoldMuon: what the last step's direction solve of Stiefel leaf i reported (see MuonCoreState).
+  const StiefelMuonReport& direction_report(std::size_t i) const { return core().direction_report(i); }
+
+ private:
+  const MuonCoreState<Tree>& core() const noexcept { return this->template group_state<1>(); }
+};
+
+/// Muon (kManifold = false) and ManifoldMuon (true): the Partition of MuonCore, which steps the matrices (and Stiefel
+/// leaves) LeafOptions::muon or its default picks, and the fallback optimizer, which steps every other leaf; one step
+/// covers both with CommonOptions' transforms.
+template <class Fallback, bool kManifold>
+class BasicMuon {
+  using Core = MuonCore<Fallback, kManifold>;
+  using Parts = Partition<Optimizer<Fallback>, Core>;
+
+ public:
+  using Options = MuonOptions<Fallback>;
+  static constexpr const char* kName = Core::kName;
+
+  explicit BasicMuon(Options options = {}, CommonOptions common = {})
+      : common_(common),
+        parts_(StepTransforms::of(common),
+               group("fallback", Optimizer<Fallback>(options.fallback, StepTransforms::without(common))),
+               group("muon", Core(options, StepTransforms::without(common)), muon_rule())) {}
+
+  const Options& options() const noexcept { return parts_.template group_optimizer<1>().options(); }
+  const CommonOptions& common() const noexcept { return common_; }
+  StepTransforms transforms() const noexcept { return StepTransforms::of(common_); }
+
+  /// The state for params. A leaf is Muon's when rule(path).muon says so, or, unset, when it is a Euclidean leaf of
+  /// one matrix block of at least 2 x 2 (ManifoldMuon: or a Stiefel leaf); a frozen leaf is the fallback's. Throws
+  /// std::invalid_argument naming the path when a rule asks Muon to step a leaf it cannot (a vector, a packed or
+  /// manifold leaf other than Stiefel).
+  template <class Tree>
+  MuonState<Tree> init(const Tree& params, const LeafRule& rule = {}) const {
+    if constexpr (ptree::tree<Tree>) {
+      return MuonState<Tree>(parts_.init(params, rule), kName, hyperparameters());
+    } else {
+      ptree::detail::not_a_tree<Tree>();
+      return {};
+    }
+  }
+
+  /// One step of every leaf: Muon's by the orthogonalized (ManifoldMuon: spectral steepest tangent) update, the
+  /// rest by the fallback (see Optimizer::step for the report, the gradients' shapes and the non-finite policy; the
+  /// report's lr is Muon's).
+  template <class Tree>
+  StepReport step(Tree& params, const Tree& grads, MuonState<Tree>& st) {
+    return detail::step_alone(*this, params, grads, st);
+  }
+
+  /// Muon's hyperparameters as a checkpoint records them, then the fallback's as "fallback.<kernel>.<name>".
+  Hyperparameters hyperparameters() const {
+    Hyperparameters h = parts_.template group_optimizer<1>().hyperparameters();
+    for (const auto& [name, value] : Fallback::hyperparameters(parts_.template group_optimizer<0>().options()))
+      h.emplace_back("fallback." + std::string(Fallback::kName) + "." + name, value);
+    return h;
+  }
+
+  // The step protocol (step_protocol.hpp), so that Muon can be a group of a Partition.
+
+  template <class Tree>
+  void begin_step(Tree& params, const Tree& grads, MuonState<Tree>& st, Tree* ema, MissingGradient missing) {
+    if (st.optimizer() != kName)
+      throw std::invalid_argument(std::string(kName) + "::step: the state was made by " + std::string(st.optimizer()) +
+                                  "::init");
+    parts_.begin_step(params, grads, st, ema, missing);
+  }
+  template <class Tree>
+  double gradient_squared_norm(MuonState<Tree>& st, bool norm) {
+    return parts_.gradient_squared_norm(st, norm);
+  }
+  template <class Tree>
+  std::pair<std::size_t, const char*> first_non_finite(const MuonState<Tree>& st) const {
+    return parts_.first_non_finite(st);
+  }
+  template <class Tree>
+  NormOverflow norm_overflow(const MuonState<Tree>& st) const {
+    return parts_.norm_overflow(st);
+  }
+  template <class Tree>
+  std::size_t verify_step(MuonState<Tree>& st, double gscale) {
+    return parts_.verify_step(st, gscale);
+  }
+  template <class Tree>
+  void apply_step(MuonState<Tree>& st, double gscale, double ema_decay, bool verified) {
+    parts_.apply_step(st, gscale, ema_decay, verified);
+  }
+  /// Muon's learning rate at this step.
+  template <class Tree>
+  double scheduled_lr(const MuonState<Tree>& st) const {
+    return parts_.template group_optimizer<1>().scheduled_lr(st.template group_state<1>());
+  }
+
+ private:
+  // Muon's leaves: those the rule marks (LeafOptions::muon), or, unmarked, the matrices (and Stiefel leaves); never
+  // a frozen one.
+  static GroupRule muon_rule() {
+    return [](const LeafInfo& l) {
+      if (l.options.frozen || l.options.excluded) return false;
+      return l.options.muon.value_or(l.matrix() || (kManifold && l.kind == "Stiefel"));
+    };
+  }
+
+  CommonOptions common_;
+  Parts parts_;
 };
 
 /// Muon with AdamW for every other leaf.

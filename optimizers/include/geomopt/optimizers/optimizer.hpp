@@ -13,7 +13,8 @@
 //      their squared norm; a non-finite gradient is handled by the policy before anything is written;
 //   3. runs each thread's share of the units: chunk by chunk through the kernel, with the clip factor applied to
 //      the gradient chunk and the EMA updated in the same chunk.
-// Nothing in a step allocates.
+// Nothing in a step allocates. These are the phases of the step protocol (step_protocol.hpp), public so that a
+// Partition steps several optimizers as one.
 #pragma once
 
 #include <Eigen/Core>
@@ -38,6 +39,7 @@
 #include "geomopt/optimizers/kernels.hpp"
 #include "geomopt/optimizers/options.hpp"
 #include "geomopt/optimizers/state.hpp"
+#include "geomopt/optimizers/step_protocol.hpp"
 #include "geomopt/ptree.hpp"
 
 namespace geomopt {
@@ -47,15 +49,6 @@ namespace detail {
 // the statements of its update.
 template <class T>
 inline constexpr Eigen::Index kChunkEntries = 2048 / sizeof(T);
-
-template <class B>
-auto* block_data(B& b) {
-  if constexpr (std::is_arithmetic_v<std::remove_cv_t<B>>) {
-    return &b;
-  } else {
-    return b.data();
-  }
-}
 
 // Whether a block's entries are one dense run of memory (either storage order): the kernels step the entries in
 // storage order, which needs nothing else.
@@ -191,27 +184,9 @@ inline std::vector<std::vector<WorkItem>> make_plan(const std::vector<Unit>& uni
   return plan;
 }
 
-// The extra units of a plain step: none.
-struct NoExtraUnits {
-  template <class Tree, class Ema>
-  void collect(const Tree&, const Tree&, const Ema*) const noexcept {}
-  double squared_norm() const noexcept { return 0; }
-  std::size_t first_non_finite() const noexcept { return static_cast<std::size_t>(-1); }
-  std::size_t first_overflow() const noexcept { return static_cast<std::size_t>(-1); }
-  template <class T>
-  std::size_t verify(int, double, T) const noexcept {
-    return static_cast<std::size_t>(-1);
-  }
-  template <class T>
-  void run(int, std::int64_t, double, T, T, bool) const noexcept {}
-};
-
 inline constexpr std::size_t kNoUnit = static_cast<std::size_t>(-1);
 
 }  // namespace detail
-
-template <class Fallback, bool kManifold>
-class BasicMuon;
 
 template <class Kernel>
 class Optimizer {
@@ -255,19 +230,112 @@ class Optimizer {
   /// anything is written.
   template <class Tree>
   StepReport step(Tree& params, const Tree& grads, OptimizerState<Tree>& st) {
-    if constexpr (ptree::tree<Tree>) {
-      detail::NoExtraUnits none;
-      return step_with(params, grads, st, none);
-    } else {
-      ptree::detail::not_a_tree<Tree>();
-      return {};
+    return detail::step_alone(*this, params, grads, st);
+  }
+
+  /// The transforms step applies (CommonOptions').
+  StepTransforms transforms() const noexcept { return StepTransforms::of(common_); }
+
+  // The step protocol (step_protocol.hpp): step() runs these phases in order; a Partition runs them over its groups.
+
+  /// Checks the state's kind and threads, finds every unit's numbers in params, grads and ema (nullptr: none),
+  /// checking the tree against the state, and schedules this step's learning rate. Throws before anything is written.
+  template <class Tree>
+  void begin_step(Tree& params, const Tree& grads, OptimizerState<Tree>& st, Tree* ema, MissingGradient missing) {
+    if (st.optimizer_ != Kernel::kName)
+      throw std::invalid_argument(std::string(Kernel::kName) + "::step: the state was made by " + st.optimizer_ +
+                                  "::init");
+    if (st.threads_ != common_.threads)
+      throw std::invalid_argument(std::string(Kernel::kName) + "::step: the state was made for " +
+                                  std::to_string(st.threads_) + " threads, this optimizer has " +
+                                  std::to_string(common_.threads));
+    collect(params, grads, st, ema, missing == MissingGradient::skip);
+    st.step_lr_ = options_.lr * (common_.schedule ? common_.schedule(st.step_) : 1.0);
+  }
+
+  /// Lifts every manifold gradient (every check of a point happens here) and, with `norm`, returns the squared norm
+  /// of the gradients (a manifold leaf's lifted one); 0 without.
+  template <class Tree>
+  double gradient_squared_norm(OptimizerState<Tree>& st, bool norm) {
+    return norm || !st.steppers_.empty() ? prepass(st, norm) : 0.0;
+  }
+
+  /// The first leaf, in walk order, whose gradient (or a manifold leaf's lift) holds a non-finite number, and which
+  /// of the two; {kNoLeaf, nullptr} when none does.
+  template <class Tree>
+  std::pair<std::size_t, const char*> first_non_finite(const OptimizerState<Tree>& st) const {
+    using T = ptree::scalar_t<Tree>;
+    using ConstArray = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+    for (std::size_t k = 0; k < st.units_.size(); ++k) {
+      const detail::Unit& u = st.units_[k];
+      if (st.leaves_[u.leaf].missing) continue;
+      if (!ConstArray(st.pointers_[k].g, u.param_size).allFinite()) return {u.leaf, "the gradient is not finite"};
+      if (u.stepper >= 0 && !ConstArray(st.scratch_.data() + u.scratch, u.size).allFinite())
+        return {u.leaf, "the gradient's lift to the tangent space is not finite"};
     }
+    return {kNoLeaf, nullptr};
+  }
+
+  /// The first leaf whose own squared gradient norm overflows double, and the one with the largest.
+  template <class Tree>
+  NormOverflow norm_overflow(const OptimizerState<Tree>& st) const {
+    using T = ptree::scalar_t<Tree>;
+    using ConstArray = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+    NormOverflow o;
+    for (std::size_t k = 0; k < st.units_.size(); ++k) {
+      const detail::Unit& u = st.units_[k];
+      if (st.leaves_[u.leaf].missing) continue;
+      const T* g = u.stepper >= 0 ? st.scratch_.data() + u.scratch : st.pointers_[k].g;
+      const double sq = ConstArray(g, u.size).template cast<double>().square().sum();
+      if (!std::isfinite(sq)) {
+        o.first = std::min(o.first, u.leaf);
+      } else if (sq > o.most) {
+        o.most = sq, o.largest = u.leaf;
+      }
+    }
+    return o;
+  }
+
+  /// Runs the kernel on copies with the gradients scaled by gscale, writing nothing; the first leaf whose new
+  /// parameters, update coordinates or slots are not finite, or kNoLeaf.
+  template <class Tree>
+  std::size_t verify_step(OptimizerState<Tree>& st, double gscale) {
+    using T = ptree::scalar_t<Tree>;
+    const std::int64_t t = st.step_ + 1;
+    auto member_verify = [&](int member) {
+      std::size_t first = detail::kNoUnit;
+      for (const detail::WorkItem& w : st.plan_[static_cast<std::size_t>(member)])
+        if (!step_item<true>(st, w, t, st.step_lr_, static_cast<T>(gscale), T(0)))
+          first = std::min(first, st.units_[w.unit].leaf);
+      st.failed_[static_cast<std::size_t>(member)] = first;
+    };
+    run(member_verify);
+    return *std::min_element(st.failed_.begin(), st.failed_.end());
+  }
+
+  /// The write pass: every unit stepped with the gradients scaled by gscale and its moving average updated (when
+  /// the units have one), then the step count advanced. Arithmetic and retractions only: throws nothing.
+  template <class Tree>
+  void apply_step(OptimizerState<Tree>& st, double gscale, double ema_decay, bool /*verified*/) {
+    using T = ptree::scalar_t<Tree>;
+    const std::int64_t t = st.step_ + 1;
+    const T decay = static_cast<T>(ema_decay);
+    auto member_step = [&](int member) {
+      for (const detail::WorkItem& w : st.plan_[static_cast<std::size_t>(member)])
+        step_item<false>(st, w, t, st.step_lr_, static_cast<T>(gscale), decay);
+    };
+    run(member_step);
+    st.step_ = t;
+    for (auto& leaf : st.leaves_) leaf.skipped += leaf.missing ? 1 : 0;
+  }
+
+  /// This step's learning rate, before per-leaf scales (begin_step scheduled it).
+  template <class Tree>
+  double scheduled_lr(const OptimizerState<Tree>& st) const noexcept {
+    return st.step_lr_;
   }
 
  private:
-  template <class F, bool M>
-  friend class BasicMuon;
-
   template <class Tree>
   OptimizerState<Tree> init_tree(const Tree& params, const LeafRule& rule) const {
     using T = ptree::scalar_t<Tree>;
@@ -285,7 +353,8 @@ class Optimizer {
           const LeafOptions lo = rule ? rule(path) : LeafOptions{};
           detail::LeafRecord rec;
           rec.path = path.str();
-          rec.frozen = lo.frozen;
+          rec.frozen = lo.frozen || lo.excluded;
+          rec.external = lo.excluded;
           rec.lr_scale = lo.lr_scale;
           rec.weight_decay = lo.weight_decay;
           rec.first_unit = st.units_.size();
@@ -294,7 +363,7 @@ class Optimizer {
           const double leaf_decay = lo.weight_decay.value_or(default_weight_decay());
           if (!(leaf_decay >= 0))
             throw std::invalid_argument(rec.path + ": weight_decay must be >= 0, got " + std::to_string(leaf_decay));
-          if (!lo.frozen) {
+          if (!rec.frozen) {
             detail::Unit unit;
             unit.leaf = st.leaves_.size();
             unit.lr_scale = lo.lr_scale;
@@ -374,96 +443,6 @@ class Optimizer {
     return st;
   }
 
-  // The step, with `extra` stepping the leaves this kernel does not (frozen in st; Muon's matrices): its
-  // collect(params, grads, ema) runs after st's leaves are found; squared_norm(), first_non_finite() and
-  // first_overflow() join the prepass; under skip or raise verify(member, factor, gscale) computes its share's update
-  // into its scratch without writing and returns the first leaf whose update is not finite; run(member, t, factor,
-  // gscale, decay, verified) steps its share of them on each member's thread, after that member's units (with
-  // verified, from what verify left). So clipping, the non-finite policy, the schedule and the EMA cover both, and
-  // one pool dispatch writes the whole tree.
-  template <class Tree, class Extra>
-  StepReport step_with(Tree& params, const Tree& grads, OptimizerState<Tree>& st, Extra& extra) {
-    using T = ptree::scalar_t<Tree>;
-    if (st.optimizer_ != Kernel::kName)
-      throw std::invalid_argument(std::string(Kernel::kName) + "::step: the state was made by " + st.optimizer_ +
-                                  "::init");
-    if (st.threads_ != common_.threads)
-      throw std::invalid_argument(std::string(Kernel::kName) + "::step: the state was made for " +
-                                  std::to_string(st.threads_) + " threads, this optimizer has " +
-                                  std::to_string(common_.threads));
-    collect(params, grads, st, common_.missing_gradient == MissingGradient::skip);
-    extra.collect(params, grads, st.ema());
-
-    StepReport report;
-    const std::int64_t t = st.step_ + 1;
-    const double factor = common_.schedule ? common_.schedule(t - 1) : 1.0;
-    report.lr = options_.lr * factor;
-    report.step = st.step_;
-
-    // Reads only, up to the write pass.
-    const bool check = common_.non_finite != NonFinitePolicy::propagate;
-    const bool norm = common_.clip_norm > 0 || check;
-    double squared = 0;
-    if (norm || !st.steppers_.empty()) squared = prepass(st, norm);
-    T gscale = T(1);
-    if (norm) {
-      squared += extra.squared_norm();
-      if (!std::isfinite(squared) && check) {
-        auto [leaf, why] = first_non_finite(st);
-        const std::size_t other = extra.first_non_finite();
-        if (other < leaf) std::tie(leaf, why) = std::pair{other, "the gradient is not finite"};
-        if (leaf >= st.leaves_.size()) {
-          // Every number is finite: their squares overflow double.
-          why = "the global gradient norm overflows";
-          leaf = std::min(first_overflow(st, false), extra.first_overflow());
-          if (leaf >= st.leaves_.size()) leaf = first_overflow(st, true);
-        }
-        return refuse(st, report, std::min(leaf, st.leaves_.size() - 1), why);
-      }
-      report.grad_norm = std::sqrt(squared);
-      if (common_.clip_norm > 0 && report.grad_norm > common_.clip_norm) {
-        report.clip_scale = common_.clip_norm / (report.grad_norm + 1e-6);
-        gscale = static_cast<T>(report.clip_scale);
-      }
-    }
-    if (check) {
-      auto member_verify = [&](int member) {
-        std::size_t first = detail::kNoUnit;
-        for (const detail::WorkItem& w : st.plan_[static_cast<std::size_t>(member)])
-          if (!step_item<true>(st, w, t, report.lr, gscale, T(0))) first = std::min(first, st.units_[w.unit].leaf);
-        first = std::min(first, extra.verify(member, factor, gscale));
-        st.failed_[static_cast<std::size_t>(member)] = first;
-      };
-      run(member_verify);
-      const std::size_t leaf = *std::min_element(st.failed_.begin(), st.failed_.end());
-      if (leaf != detail::kNoUnit) return refuse(st, report, leaf, "the update is not finite");
-    }
-
-    // The write pass: arithmetic and retractions only, which throw nothing.
-    const T decay = static_cast<T>(common_.ema_decay);
-    auto member_step = [&](int member) {
-      for (const detail::WorkItem& w : st.plan_[static_cast<std::size_t>(member)])
-        step_item<false>(st, w, t, report.lr, gscale, decay);
-      extra.run(member, t, factor, gscale, decay, check);
-    };
-    run(member_step);
-    st.step_ = t;
-    for (auto& leaf : st.leaves_) leaf.skipped += leaf.missing ? 1 : 0;
-    report.step = t;
-    report.applied = true;
-    return report;
-  }
-
-  // Skip: the report names the leaf and the reason; raise: NonFiniteGradient says the same.
-  template <class Tree>
-  StepReport refuse(OptimizerState<Tree>& st, StepReport report, std::size_t leaf, const char* why) const {
-    if (common_.non_finite == NonFinitePolicy::raise)
-      throw NonFiniteGradient(st.leaves_[leaf].path + ": " + why + "; nothing was changed");
-    report.non_finite_leaf = &st.leaves_[leaf].path;
-    report.non_finite_reason = why;
-    return report;
-  }
-
   double default_weight_decay() const {
     if constexpr (requires { options_.weight_decay; }) {
       return options_.weight_decay;
@@ -487,7 +466,7 @@ class Optimizer {
   // With skip_missing, a leaf whose gradient is empty (and whose parameter is not) is marked to sit the step out.
   // O(leaves), no allocation unless it throws.
   template <class Tree>
-  static void collect(Tree& params, const Tree& grads, OptimizerState<Tree>& st, bool skip_missing) {
+  static void collect(Tree& params, const Tree& grads, OptimizerState<Tree>& st, Tree* ema, bool skip_missing) {
     std::size_t leaf = 0;
     auto visit = [&](auto& p, const auto& g, auto&... e) {
       using L = std::remove_cvref_t<decltype(p)>;
@@ -497,7 +476,7 @@ class Optimizer {
       detail::LeafRecord& rec = st.leaves_[leaf++];
       rec.missing = false;
       if (rec.frozen) {
-        // Another optimizer's leaf (Muon's) is checked by its collect.
+        // Another optimizer's leaf (LeafOptions::excluded) is checked by that optimizer.
         if (!rec.external) detail::check_frozen_gradient(rec.path, p, g);
         return;
       }
@@ -515,7 +494,7 @@ class Optimizer {
                                              : "a Euclidean leaf"));
         detail::check_like_leaf(rec.path, "gradient", 0, false, g.value(), rows, cols);
         (detail::check_like_leaf(rec.path, "moving average", 0, false, e.value(), rows, cols), ...);
-        st.pointers_[rec.first_unit] = {p.value().data(), g.value().data(), ema_data(e.value()...)};
+        st.pointers_[rec.first_unit] = {p.value().data(), g.value().data(), detail::ema_data(e.value()...)};
       } else {
         if (rec.manifold)
           throw StructureError(rec.path + ": the leaf is Euclidean, the state was made for a " +
@@ -537,7 +516,7 @@ class Optimizer {
                                      detail::shape_string(u.rows, u.cols));
               detail::check_like_leaf(rec.path, "gradient", block, rec.units > 1, bg, rows, cols);
               (detail::check_like_leaf(rec.path, "moving average", block, rec.units > 1, be, rows, cols), ...);
-              st.pointers_[unit++] = {detail::block_data(bp), detail::block_data(bg), ema_data(be...)};
+              st.pointers_[unit++] = {detail::block_data(bp), detail::block_data(bg), detail::ema_data(be...)};
             },
             p, g, e...);
         if (unit != rec.first_unit + rec.units)
@@ -545,23 +524,10 @@ class Optimizer {
                                " storage blocks, the state " + std::to_string(rec.units));
       }
     };
-    if (st.ema_) {
-      ptree::detail::for_each_own_leaf_shapes(visit, params, grads, *st.ema_);
-    } else {
-      ptree::detail::for_each_own_leaf_shapes(visit, params, grads);
-    }
+    detail::visit_leaves(visit, params, grads, ema);
     if (leaf != st.leaves_.size())
       throw StructureError("Optimizer::step: the tree has " + std::to_string(leaf) + " leaves, the state " +
                            std::to_string(st.leaves_.size()));
-  }
-
-  template <class... E>
-  static auto ema_data(E&... e) {
-    if constexpr (sizeof...(E) == 0) {
-      return static_cast<std::nullptr_t>(nullptr);
-    } else {
-      return detail::block_data(e...);
-    }
   }
 
   // Lifts every manifold gradient into its unit's scratch (every check of the point, such as SPD's factorization,
@@ -618,41 +584,6 @@ class Optimizer {
     double total = 0;
     for (int m = 0; m < common_.threads; ++m) total += st.partial_[static_cast<std::size_t>(m) * 8];
     return total;
-  }
-
-  // The first leaf, in walk order, whose gradient (or a manifold leaf's lifted gradient) holds a non-finite number,
-  // and which of the two; leaf_count() when none does.
-  template <class Tree>
-  static std::pair<std::size_t, const char*> first_non_finite(const OptimizerState<Tree>& st) {
-    using T = ptree::scalar_t<Tree>;
-    using ConstArray = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
-    for (std::size_t k = 0; k < st.units_.size(); ++k) {
-      const detail::Unit& u = st.units_[k];
-      if (st.leaves_[u.leaf].missing) continue;
-      if (!ConstArray(st.pointers_[k].g, u.param_size).allFinite()) return {u.leaf, "the gradient is not finite"};
-      if (u.stepper >= 0 && !ConstArray(st.scratch_.data() + u.scratch, u.size).allFinite())
-        return {u.leaf, "the gradient's lift to the tangent space is not finite"};
-    }
-    return {st.leaves_.size(), nullptr};
-  }
-
-  // The first leaf whose own squared gradient norm overflows double, else (with largest_otherwise) the one with the
-  // largest, else leaf_count(): where an overflow of the global norm of finite gradients comes from.
-  template <class Tree>
-  static std::size_t first_overflow(const OptimizerState<Tree>& st, bool largest_otherwise) {
-    using T = ptree::scalar_t<Tree>;
-    using ConstArray = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
-    std::size_t largest = st.leaves_.size();
-    double most = -1;
-    for (std::size_t k = 0; k < st.units_.size(); ++k) {
-      const detail::Unit& u = st.units_[k];
-      if (st.leaves_[u.leaf].missing) continue;
-      const T* g = u.stepper >= 0 ? st.scratch_.data() + u.scratch : st.pointers_[k].g;
-      const double sq = ConstArray(g, u.size).template cast<double>().square().sum();
-      if (!std::isfinite(sq)) return u.leaf;
-      if (sq > most) most = sq, largest = u.leaf;
-    }
-    return largest_otherwise ? largest : st.leaves_.size();
   }
 
   // One work item, at the state's step t (its leaf's own count is t less the steps it sat out). kVerify: runs the
@@ -767,9 +698,11 @@ using RMSprop = Optimizer<RMSpropKernel>;
 using Adagrad = Optimizer<AdagradKernel>;
 
 /// The moving average of the parameters as a tree, with manifold leaves projected onto their manifold (the
-/// extrinsic mean). Throws std::logic_error when the state keeps no average (ema_decay was 0).
-template <class Tree>
-Tree ema_params(const OptimizerState<Tree>& state) {
+/// extrinsic mean), from the state of any optimizer that keeps one (OptimizerState, MuonState, PartitionState). Throws
+/// std::logic_error when the state keeps no average (ema_decay was 0).
+template <class State>
+auto ema_params(const State& state) {
+  using Tree = std::remove_cvref_t<decltype(*state.ema())>;
   const Tree* ema = state.ema();
   if (ema == nullptr) throw std::logic_error("ema_params: the optimizer was made without ema_decay");
   Tree out = ptree::cast<ptree::scalar_t<Tree>>(*ema);

@@ -28,6 +28,9 @@ struct LeafOptions {
   /// optimizer; unset means true for every Euclidean leaf stored as one matrix of at least 2 x 2 (and, for
   /// ManifoldMuon, every Stiefel leaf). Other optimizers ignore it, so one rule serves several optimizers.
   std::optional<bool> muon{};
+  /// The leaf is another optimizer's (a Partition's other group): no state, never written, its gradient neither read
+  /// nor checked. A state reports it frozen.
+  bool excluded = false;
 };
 
 /// A rule giving each trainable leaf its options: (const ptree::Path&) -> LeafOptions.
@@ -93,6 +96,43 @@ struct CommonOptions {
                                   std::to_string(ema_decay));
     if (threads < 1 || threads > 256)
       throw std::invalid_argument("CommonOptions: threads must be in [1, 256], got " + std::to_string(threads));
+  }
+};
+
+/// The transforms a step applies to the tree as a whole: CommonOptions' clipping by global norm, moving average,
+/// non-finite policy and missing-gradient rule. An optimizer's are taken from its CommonOptions; in a Partition they
+/// are the partition's, and its groups' own must be off (any() false), since one norm, one decision to skip and one
+/// average cover every group.
+struct StepTransforms {
+  double clip_norm = 0;
+  double ema_decay = 0;
+  NonFinitePolicy non_finite = NonFinitePolicy::propagate;
+  MissingGradient missing_gradient = MissingGradient::error;
+
+  static StepTransforms of(const CommonOptions& c) noexcept {
+    return {c.clip_norm, c.ema_decay, c.non_finite, c.missing_gradient};
+  }
+  /// c with these transforms off: the options of a group whose transforms its partition applies.
+  static CommonOptions without(CommonOptions c) {
+    c.clip_norm = 0;
+    c.ema_decay = 0;
+    c.non_finite = NonFinitePolicy::propagate;
+    c.missing_gradient = MissingGradient::error;
+    return c;
+  }
+  /// The first transform that is on, by its CommonOptions name; nullptr when none is.
+  const char* first_on() const noexcept {
+    if (clip_norm != 0) return "clip_norm";
+    if (ema_decay != 0) return "ema_decay";
+    if (non_finite != NonFinitePolicy::propagate) return "non_finite";
+    if (missing_gradient != MissingGradient::error) return "missing_gradient";
+    return nullptr;
+  }
+  void validate() const {
+    CommonOptions c;
+    c.clip_norm = clip_norm;
+    c.ema_decay = ema_decay;
+    c.validate();
   }
 };
 

@@ -32,8 +32,8 @@ inline Schedule exponential(double gamma) {
 /// final_factor at step total; final_factor after that.
 inline Schedule cosine(std::int64_t total, std::int64_t warmup = 0, double final_factor = 0) {
   if (warmup < 0 || total <= warmup)
-    throw std::invalid_argument("schedules::cosine: need 0 <= warmup < total, got warmup = " +
-                                std::to_string(warmup) + ", total = " + std::to_string(total));
+    throw std::invalid_argument("schedules::cosine: need 0 <= warmup < total, got warmup = " + std::to_string(warmup) +
+                                ", total = " + std::to_string(total));
   return [=](std::int64_t t) {
     if (t < warmup) return static_cast<double>(t + 1) / static_cast<double>(warmup + 1);
     if (t >= total) return final_factor;

@@ -33,10 +33,6 @@ namespace geomopt {
 
 template <class Kernel>
 class Optimizer;
-template <class Tree>
-class MuonState;
-template <class Fallback, bool kManifold>
-class BasicMuon;
 
 namespace detail {
 
@@ -44,7 +40,7 @@ namespace detail {
 struct LeafRecord {
   std::string path;
   bool frozen = false;
-  // Frozen here because another optimizer steps it (Muon's leaves in its fallback's state), which checks its gradient.
+  // Frozen here because another optimizer steps it (LeafOptions::excluded), which checks its gradient.
   bool external = false;
   // The rule's options, as for_each_leaf_option reports them: lr_scale, the weight decay the rule set (unset: the
   // optimizer's), and for a manifold leaf that is not frozen the name of the retraction its steps use.
@@ -214,6 +210,20 @@ class OptimizerState {
   void for_each_leaf_option(F&& f) const {
     for (const auto& leaf : leaves_) visit_leaf_options(leaf, f);
   }
+  /// The same for leaf i alone (for a Partition, whose state visits each leaf through its group's).
+  template <class F>
+  void for_each_option_of_leaf(std::size_t i, F&& f) const {
+    visit_leaf_options(leaves_.at(i), f);
+  }
+  /// for_each_slot's arrays of leaf i alone.
+  template <class F>
+  void for_each_slot_of_leaf(std::size_t i, F&& f) {
+    visit_leaf_slots(*this, leaves_.at(i), f);
+  }
+  template <class F>
+  void for_each_slot_of_leaf(std::size_t i, F&& f) const {
+    visit_leaf_slots(*this, leaves_.at(i), f);
+  }
 
   /// The moving average of the parameters (raw: a manifold leaf holds the average of its points, off the
   /// manifold); nullptr when EMA is off. ema_params() gives it with manifold leaves projected.
@@ -223,10 +233,6 @@ class OptimizerState {
  private:
   template <class Kernel>
   friend class Optimizer;
-  template <class T>
-  friend class MuonState;
-  template <class F, bool M>
-  friend class BasicMuon;
 
   detail::LeafRecord& changeable_leaf(std::size_t i, const char* what, double value) {
     auto& leaf = leaves_.at(i);
@@ -271,6 +277,7 @@ class OptimizerState {
   Hyperparameters hyperparameters_;
   std::span<const char* const> slot_names_;
   std::int64_t step_ = 0;
+  double step_lr_ = 0;  // the learning rate of the step under way, scheduled by begin_step
   Eigen::Index coordinates_ = 0;
   int threads_ = 1;
 
