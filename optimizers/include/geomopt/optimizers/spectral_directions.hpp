@@ -22,6 +22,9 @@
 // It is chosen because every step is a majorize-minimize step, so f never increases (no line search, no step size),
 // each step costs one eigendecomposition of the smaller Gram matrix (as Stiefel's fixed point does), and a fixed point
 // is exactly a stationary point of f, where diag(W^T A) = 0 for A = Z P: the stopping test is the tangency itself.
+// By default the iterates are Anderson-mixed (ObliqueMuonOptions::acceleration), which gives up the monotonicity for
+// speed and restarts from the best multiplier when the residual grows. Where N is close to n the optimal Z is nearly
+// rank-deficient and the iteration can need hundreds of steps or run out (the report says so; A is then projected).
 // The smoothing mu (relative to |Z|_2 at the start) keeps P finite where the optimal Z is rank-deficient, as Stiefel's
 // does; it costs the objective about mu^2 / s of each singular value s (1e-8 relative at the default 1e-4).
 //
