@@ -1,8 +1,8 @@
 // Tests of optimizers/include/geomopt/optimizers/spectral_directions.hpp: for each manifold, in double and float, the
 // direction is tangent with unit spectral norm, attains the dual bound of an independent dense reference (Eigen's
-// JacobiSVD; for Oblique also a brute-force descent on the dual written here), beats the normalized projected
-// gradient and random feasible directions, keeps a retracted float iterate on the manifold over 10^4 steps, and
-// allocates nothing once constructed.
+// JacobiSVD; for Oblique the nuclear norm at the returned multiplier, checked against a brute-force descent on the dual
+// written here), beats the normalized projected gradient and random feasible directions, keeps a retracted float
+// iterate on the manifold over 10^4 steps, and allocates nothing once constructed.
 // count_allocations.hpp replaces the allocator: included in this file alone of this executable.
 #include "../support/count_allocations.hpp"
 
@@ -172,7 +172,10 @@ Mat<T> solve(const Mat<T>& w, const Mat<T>& g, geomopt::SpectralDirectionReport&
   Mat<T> a(w.rows(), w.cols());
   if constexpr (std::is_same_v<Case, ObliqueCase>) {
     Mat<T> mult(w.cols(), 1);
-    rep = dir.solve(w.data(), g.data(), a.data(), {.tolerance = std::is_same_v<T, double> ? 1e-10 : 1e-6}, mult.data());
+    // The tolerance bounds the relative duality gap; at the square and near-square shapes the optimal Z is
+    // rank-deficient, where double's smoothed certificate reaches about sqrt(eps) and no further.
+    rep = dir.solve(w.data(), g.data(), a.data(), {.tolerance = std::is_same_v<T, double> ? 1e-8 : 1e-6}, mult.data());
+    CHECK(rep.iterations <= 30);
     if (d != nullptr) *d = mult;
   } else {
     rep = dir.solve(w.data(), g.data(), a.data());
@@ -246,11 +249,20 @@ void check_direction(Shape shape, std::uint64_t seed) {
   CHECK(std::abs(rep.primal - primal) <= kTol<T> * gnorm);
   double dual = 0;
   if constexpr (std::is_same_v<Case, ObliqueCase>) {
-    dual = nuclear_norm(gd - wd * mult.template cast<double>().col(0).asDiagonal());  // at the returned multiplier
+    // At the returned multiplier. With 1. this is the certificate: a feasible A whose <G, A> meets a dual value is
+    // optimal, by weak duality, whatever found it.
+    dual = nuclear_norm(gd - wd * mult.template cast<double>().col(0).asDiagonal());
     const double brute = oblique_dual_reference(wd, gd);
     CAPTURE(brute);
     CHECK(primal <= brute + kTol<T> * gnorm);  // weak duality: no feasible A beats a dual value
-    CHECK(primal >= brute - kTol<T> * gnorm);
+    CHECK(dual <= brute + kTol<T> * gnorm);    // the multiplier is no worse than the brute force's
+    // Matrices of rank min(N, n) - 1 have codimension |N - n| + 1, so where that is at most n (the n multipliers)
+    // the optimal Z is rank-deficient for a set of G of positive measure: the dual is not differentiable at its
+    // minimizer there, and the descent stops short of it by up to 1e-2 |G| (at 8 x 8, 6 x 6, 3 x 7). Elsewhere it is
+    // a reference from below too.
+    const bool degenerate = std::abs(shape.rows - shape.cols) + 1 <= shape.cols;
+    CAPTURE(degenerate);
+    if (!degenerate) CHECK(primal >= brute - kTol<T> * gnorm);
   } else {
     dual = nuclear_norm(Case::project(wd, gd));
   }
