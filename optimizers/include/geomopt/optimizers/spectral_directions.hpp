@@ -590,8 +590,8 @@ class ObliqueMuonDirection : public detail::SpectralDirectionBase<T> {
   std::size_t bytes() const noexcept {
     const auto k = static_cast<std::size_t>(sigma_.size()), N = static_cast<std::size_t>(this->rows()),
                n = static_cast<std::size_t>(this->cols());
-    // The SVD's U, V, work matrix and QR preconditioner are counted as four N x n matrices.
-    return Base::bytes() + sizeof(double) * (4 * N * n + gt_.size() + 5 * k * n + 4 * n * n + 3 * k + 6 * n);
+    // The SVD's U, V, work matrix and QR preconditioner are counted as four N x n matrices, the LDLT as one n x n.
+    return Base::bytes() + sizeof(double) * (5 * N * n + 5 * k * n + 5 * n * n + 3 * k + 7 * n);
   }
 
  private:
