@@ -15,23 +15,6 @@ static_assert(GEOMOPT_USE_COMPILED_KERNELS && GEOMOPT_COMPILED_KERNELS == EIGEN_
 
 namespace geomopt::detail {
 
-struct StiefelMuonKernels {
-  template <class T>
-  static StiefelMuonReport solve(StiefelMuonDirection<T>& d, const T* w, const T* u, T* a, const StiefelMuonOptions& o,
-                                 std::vector<double>* duals, T* multiplier, bool warm) {
-    return d.solve_kernel(w, u, a, o, duals, multiplier, warm);
-  }
-  template <class T>
-  static StiefelMuonReport prepare(StiefelMuonPolarStep<T>& s, const T* w, const T* u, double lr,
-                                   const StiefelMuonOptions& o, const T* multiplier) {
-    return s.prepare_kernel(w, u, lr, o, multiplier);
-  }
-  template <class T>
-  static void apply(StiefelMuonPolarStep<T>& s, T* w, const T* u) {
-    s.apply_kernel(w, u);
-  }
-};
-
 #define GEOMOPT_DEFINE_COMPILED_STIEFEL_MUON(T)                                                                  \
   StiefelMuonReport compiled_stiefel_muon_solve(StiefelMuonDirection<T>& d, const T* w, const T* u, T* a,        \
                                                 const StiefelMuonOptions& o, std::vector<double>* duals,         \

@@ -94,9 +94,6 @@ namespace detail {
 template <class T>
 class StiefelMuonPolarStep;
 
-// The compiled entry points' access to the classes' implementations (optimizers/src/stiefel_muon.cpp defines it).
-struct StiefelMuonKernels;
-
 /// Whether this translation unit calls libgeomopt_optimizers' compiled Stiefel Muon arithmetic for scalar T (the
 /// header's invariants).
 template <class T>
@@ -120,6 +117,32 @@ GEOMOPT_DECLARE_COMPILED_STIEFEL_MUON(float)
 GEOMOPT_DECLARE_COMPILED_STIEFEL_MUON(double)
 #undef GEOMOPT_DECLARE_COMPILED_STIEFEL_MUON
 #endif
+
+// The classes' implementations (their private *_kernel members), which the library's entry points run, and the
+// library's solve for StiefelMuonDirection: a call from namespace geomopt would not find compiled_stiefel_muon_solve,
+// and the unqualified call here finds its declaration where compiled_stiefel_muon<T> only.
+struct StiefelMuonKernels {
+  template <class T>
+  static StiefelMuonReport compiled_solve(StiefelMuonDirection<T>& d, const T* w, const T* u, T* a,
+                                          const StiefelMuonOptions& o, std::vector<double>* duals, T* multiplier,
+                                          bool warm) {
+    return compiled_stiefel_muon_solve(d, w, u, a, o, duals, multiplier, warm);
+  }
+  template <class T>
+  static StiefelMuonReport solve(StiefelMuonDirection<T>& d, const T* w, const T* u, T* a, const StiefelMuonOptions& o,
+                                 std::vector<double>* duals, T* multiplier, bool warm) {
+    return d.solve_kernel(w, u, a, o, duals, multiplier, warm);
+  }
+  template <class T>
+  static StiefelMuonReport prepare(StiefelMuonPolarStep<T>& s, const T* w, const T* u, double lr,
+                                   const StiefelMuonOptions& o, const T* multiplier) {
+    return s.prepare_kernel(w, u, lr, o, multiplier);
+  }
+  template <class T>
+  static void apply(StiefelMuonPolarStep<T>& s, T* w, const T* u) {
+    s.apply_kernel(w, u);
+  }
+};
 
 // The n x n arithmetic of the direction: the Gram matrix of Z = U + W X, its eigendecomposition, and the multiplier
 // update, in the real type R (double for StiefelMuonDirection whatever the leaf's scalar; the leaf's own scalar in
@@ -364,7 +387,7 @@ class StiefelMuonDirection {
   StiefelMuonReport solve(const T* w, const T* u, T* a, const StiefelMuonOptions& o = {},
                           std::vector<double>* duals = nullptr, T* multiplier = nullptr, bool warm = false) {
     if constexpr (detail::compiled_stiefel_muon<T>)
-      return detail::compiled_stiefel_muon_solve(*this, w, u, a, o, duals, multiplier, warm);
+      return detail::StiefelMuonKernels::compiled_solve(*this, w, u, a, o, duals, multiplier, warm);
     else
       return solve_kernel(w, u, a, o, duals, multiplier, warm);
   }
