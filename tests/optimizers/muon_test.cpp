@@ -36,6 +36,8 @@ static_assert(geomopt::detail::compiled_msign<float> && geomopt::detail::compile
 GEOMOPT_EXTERN_MSIGN(float)
 GEOMOPT_EXTERN_MSIGN(double)
 #undef GEOMOPT_EXTERN_MSIGN
+// And every float and double ManifoldMuon direction and polar step runs the library's compiled ones.
+static_assert(geomopt::detail::compiled_stiefel_muon<float> && geomopt::detail::compiled_stiefel_muon<double>);
 
 namespace {
 

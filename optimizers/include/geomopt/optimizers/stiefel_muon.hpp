@@ -12,7 +12,10 @@
 //   Eigen::MatrixXd a = geomopt::stiefel_muon_direction(w, u);  // the same, allocating
 //
 // Invariants: the returned A is feasible (tangent, unit spectral norm) whether or not the solve converged; the
-// multiplier is a function of the inputs and the starting multiplier only.
+// multiplier is a function of the inputs and the starting multiplier only. For float and double, a translation unit
+// that links libgeomopt_optimizers (with its Eigen alignment; see geomopt/manifolds/any_workspace.hpp) calls the
+// library's compiled StiefelMuonDirection::solve and the polar step's prepare and apply instead of instantiating them
+// (compiled_stiefel_muon<T>): the same code, compiled once; other scalars instantiate them here.
 #pragma once
 
 #include <Eigen/Core>
@@ -27,6 +30,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "geomopt/manifolds/any_workspace.hpp"
 #include "geomopt/manifolds/detail/dense_kernels.hpp"
 #include "geomopt/manifolds/detail/stack_gemm.hpp"
 
@@ -81,12 +85,70 @@ struct StiefelMuonReport {
   /// makes it feasible (tangent, |A|_2 = 1) but leaves the gap dual - primal.
   bool projected = false;
 };
+
+template <class T>
+class StiefelMuonDirection;
+
 namespace detail {
+
+template <class T>
+class StiefelMuonPolarStep;
+
+/// Whether this translation unit calls libgeomopt_optimizers' compiled Stiefel Muon arithmetic for scalar T (the
+/// header's invariants).
+template <class T>
+inline constexpr bool compiled_stiefel_muon = false;
+
+#if GEOMOPT_USE_COMPILED_KERNELS
+// StiefelMuonDirection<T>::solve and StiefelMuonPolarStep<T>::prepare and apply for float and double, with the
+// StiefelMuonCore<float> and StiefelMuonCore<double> behind them (optimizers/src/stiefel_muon.cpp). Free functions of
+// their own names, so that the template instances behind them stay the library's own, as msign's do.
+#define GEOMOPT_DECLARE_COMPILED_STIEFEL_MUON(T)                                                         \
+  GEOMOPT_KERNELS_EXPORT StiefelMuonReport compiled_stiefel_muon_solve(                                  \
+      StiefelMuonDirection<T>& d, const T* w, const T* u, T* a, const StiefelMuonOptions& o,             \
+      std::vector<double>* duals, T* multiplier, bool warm);                                             \
+  GEOMOPT_KERNELS_EXPORT StiefelMuonReport compiled_stiefel_muon_prepare(                                \
+      StiefelMuonPolarStep<T>& s, const T* w, const T* u, double lr, const StiefelMuonOptions& o,        \
+      const T* multiplier);                                                                              \
+  GEOMOPT_KERNELS_EXPORT void compiled_stiefel_muon_apply(StiefelMuonPolarStep<T>& s, T* w, const T* u); \
+  template <>                                                                                            \
+  inline constexpr bool compiled_stiefel_muon<T> = true;
+GEOMOPT_DECLARE_COMPILED_STIEFEL_MUON(float)
+GEOMOPT_DECLARE_COMPILED_STIEFEL_MUON(double)
+#undef GEOMOPT_DECLARE_COMPILED_STIEFEL_MUON
+#endif
+
+// The classes' implementations (their private *_kernel members), which the library's entry points run, and the
+// library's solve for StiefelMuonDirection: a call from namespace geomopt would not find compiled_stiefel_muon_solve,
+// and the unqualified call here finds its declaration where compiled_stiefel_muon<T> only.
+struct StiefelMuonKernels {
+  template <class T>
+  static StiefelMuonReport compiled_solve(StiefelMuonDirection<T>& d, const T* w, const T* u, T* a,
+                                          const StiefelMuonOptions& o, std::vector<double>* duals, T* multiplier,
+                                          bool warm) {
+    return compiled_stiefel_muon_solve(d, w, u, a, o, duals, multiplier, warm);
+  }
+  template <class T>
+  static StiefelMuonReport solve(StiefelMuonDirection<T>& d, const T* w, const T* u, T* a, const StiefelMuonOptions& o,
+                                 std::vector<double>* duals, T* multiplier, bool warm) {
+    return d.solve_kernel(w, u, a, o, duals, multiplier, warm);
+  }
+  template <class T>
+  static StiefelMuonReport prepare(StiefelMuonPolarStep<T>& s, const T* w, const T* u, double lr,
+                                   const StiefelMuonOptions& o, const T* multiplier) {
+    return s.prepare_kernel(w, u, lr, o, multiplier);
+  }
+  template <class T>
+  static void apply(StiefelMuonPolarStep<T>& s, T* w, const T* u) {
+    s.apply_kernel(w, u);
+  }
+};
 
 // The n x n arithmetic of the direction: the Gram matrix of Z = U + W X, its eigendecomposition, and the multiplier
 // update, in the real type R (double for StiefelMuonDirection whatever the leaf's scalar; the leaf's own scalar in
-// ManifoldMuon's fused polar step). A class template: its members are compiled where they are used, a plain class's
-// inline members in every file that includes this header (7 s of g++ -O2 time in each, measured).
+// ManifoldMuon's fused polar step). A class template: its members are compiled where they are used (for float and
+// double, in libgeomopt_optimizers only: compiled_stiefel_muon), a plain class's inline members in every file that
+// includes this header (7 s of g++ -O2 time in each, measured).
 template <class R>
 class StiefelMuonCore {
   using Real = R;
@@ -324,6 +386,18 @@ class StiefelMuonDirection {
   /// rounding by 1 / that.
   StiefelMuonReport solve(const T* w, const T* u, T* a, const StiefelMuonOptions& o = {},
                           std::vector<double>* duals = nullptr, T* multiplier = nullptr, bool warm = false) {
+    if constexpr (detail::compiled_stiefel_muon<T>)
+      return detail::StiefelMuonKernels::compiled_solve(*this, w, u, a, o, duals, multiplier, warm);
+    else
+      return solve_kernel(w, u, a, o, duals, multiplier, warm);
+  }
+
+ private:
+  friend struct detail::StiefelMuonKernels;
+
+  // solve's implementation, which a translation unit with compiled_stiefel_muon<T> never instantiates.
+  StiefelMuonReport solve_kernel(const T* w, const T* u, T* a, const StiefelMuonOptions& o, std::vector<double>* duals,
+                                 T* multiplier, bool warm) {
     o.validate();
     if (n_ == 0) {  // St(N, 0) is one point: its tangent space, and so A, is empty
       StiefelMuonReport rep;
@@ -383,7 +457,6 @@ class StiefelMuonDirection {
     return rep;
   }
 
- private:
   static Eigen::Index checked(Eigen::Index N, Eigen::Index n) {
     if (n < 0 || n > N)
       throw std::invalid_argument("StiefelMuonDirection: need 0 <= n <= N, got " + std::to_string(N) + "x" +
@@ -444,6 +517,31 @@ class StiefelMuonPolarStep {
   /// The step's coefficients for W, U (N x n column-major) and step length lr. multiplier: the n x n multiplier to
   /// start from (o.warm_start), or null for the cold start; next_multiplier() is the one the step leaves.
   StiefelMuonReport prepare(const T* w, const T* u, double lr, const StiefelMuonOptions& o, const T* multiplier) {
+    if constexpr (compiled_stiefel_muon<T>)
+      return compiled_stiefel_muon_prepare(*this, w, u, lr, o, multiplier);
+    else
+      return prepare_kernel(w, u, lr, o, multiplier);
+  }
+
+  /// Whether prepare's coefficients are finite (and so W's update, for finite W and U).
+  bool finite() const noexcept { return finite_; }
+  /// The multiplier the next step starts from.
+  const Mat& next_multiplier() const noexcept { return core_.x(); }
+
+  /// W <- W C1 + U C2, the retracted step prepare computed (u as given to it).
+  void apply(T* w, const T* u) {
+    if constexpr (compiled_stiefel_muon<T>)
+      compiled_stiefel_muon_apply(*this, w, u);
+    else
+      apply_kernel(w, u);
+  }
+
+ private:
+  friend struct StiefelMuonKernels;
+
+  // prepare's and apply's implementations, which a translation unit with compiled_stiefel_muon<T> never instantiates.
+  StiefelMuonReport prepare_kernel(const T* w, const T* u, double lr, const StiefelMuonOptions& o,
+                                   const T* multiplier) {
     StiefelMuonReport rep;
     finite_ = true;
     if (n_ == 0) {
@@ -495,13 +593,7 @@ class StiefelMuonPolarStep {
     return rep;
   }
 
-  /// Whether prepare's coefficients are finite (and so W's update, for finite W and U).
-  bool finite() const noexcept { return finite_; }
-  /// The multiplier the next step starts from.
-  const Mat& next_multiplier() const noexcept { return core_.x(); }
-
-  /// W <- W C1 + U C2, the retracted step prepare computed (u as given to it).
-  void apply(T* w, const T* u) {
+  void apply_kernel(T* w, const T* u) {
     if (n_ == 0) return;
     Eigen::Map<Mat> wm(w, N_, n_);
     const Eigen::Map<const Mat> um(u, N_, n_);
@@ -510,7 +602,6 @@ class StiefelMuonPolarStep {
     wm = out_;
   }
 
- private:
   // c_ <- (Y^T Y)^{-1/2}. Y^T Y = I + E with |E|_2 of order lr^2: the binomial series of (I + E)^{-1/2}, cut where
   // its tail is below T's rounding (3 terms in float at lr = 0.02), else the eigendecomposition.
   void inverse_sqrt() {
