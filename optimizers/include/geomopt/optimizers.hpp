@@ -4,12 +4,12 @@
 #pragma once
 
 #include "geomopt/optimizers/kernel_path.hpp"
-#include "geomopt/optimizers/options.hpp"
-#include "geomopt/optimizers/schedules.hpp"
 #include "geomopt/optimizers/kernels.hpp"
-#include "geomopt/optimizers/state.hpp"
-#include "geomopt/optimizers/step_protocol.hpp"
-#include "geomopt/optimizers/optimizer.hpp"
-#include "geomopt/optimizers/partition.hpp"
 #include "geomopt/optimizers/msign.hpp"
 #include "geomopt/optimizers/muon.hpp"
+#include "geomopt/optimizers/optimizer.hpp"
+#include "geomopt/optimizers/options.hpp"
+#include "geomopt/optimizers/partition.hpp"
+#include "geomopt/optimizers/schedules.hpp"
+#include "geomopt/optimizers/state.hpp"
+#include "geomopt/optimizers/step_protocol.hpp"
