@@ -58,12 +58,11 @@ using Tangent = St::Tangent;
 using Mat = Eigen::MatrixXd;
 using MatL = Eigen::Matrix<long double, Eigen::Dynamic, Eigen::Dynamic>;
 
-constexpr Eigen::Index kSmallN = 16;     // n of the timed St(N, n)
-constexpr double kStepNorm = 0.1;        // metric norm of the timed steps
+constexpr Eigen::Index kSmallN = 16;  // n of the timed St(N, n)
+constexpr double kStepNorm = 0.1;     // metric norm of the timed steps
 constexpr std::uint64_t kSeed = 20261130;
 
 const char* kind_name(Retraction r) { return r == Retraction::geodesic ? "geodesic" : "cayley"; }
-const char* policy_name(SectionPolicy p) { return p == SectionPolicy::transported ? "transported" : "recomputed"; }
 
 // xi scaled to metric norm `norm`.
 Tangent scaled(const St& x, const Tangent& xi, double norm) {
@@ -182,8 +181,8 @@ void register_timings(long dense_max_N) {
   const std::vector<long> sizes = {64, 256, 1024, 4096};
   for (Retraction r : {Retraction::cayley, Retraction::geodesic}) {
     for (SectionPolicy policy : {SectionPolicy::recomputed, SectionPolicy::transported}) {
-      const std::string name = std::string("retract/") +
-                               (policy == SectionPolicy::recomputed ? "implicit/" : "transported/") + kind_name(r);
+      const std::string name =
+          std::string("retract/") + (policy == SectionPolicy::recomputed ? "implicit/" : "transported/") + kind_name(r);
       auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_retract_section, policy, r);
       for (long N : sizes) b->Arg(N);
       b->ArgName("N")->Unit(benchmark::kMicrosecond);
@@ -203,7 +202,8 @@ void register_timings(long dense_max_N) {
     if (N <= dense_max_N) omega->Arg(N);
   omega->ArgName("N")->Unit(benchmark::kMicrosecond);
   for (SectionPolicy policy : {SectionPolicy::recomputed, SectionPolicy::transported}) {
-    auto* b = benchmark::RegisterBenchmark((std::string("lift/") + policy_name(policy)).c_str(), BM_lift, policy);
+    auto* b =
+        benchmark::RegisterBenchmark((std::string("lift/") + section_policy_name(policy)).c_str(), BM_lift, policy);
     for (long N : sizes) b->Arg(N);
     b->ArgName("N")->Unit(benchmark::kMicrosecond);
   }

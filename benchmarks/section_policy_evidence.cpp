@@ -240,8 +240,6 @@ double percentile(std::vector<double> v, double q) {
   return v[std::min(v.size(), std::max<std::size_t>(rank, 1)) - 1];
 }
 
-const char* policy_name(SectionPolicy p) { return p == SectionPolicy::recomputed ? "recomputed" : "transported"; }
-
 template <class Problem>
 void convergence_rows(int seeds, bool per_seed) {
   // Every configuration starts from the same draws, so the rows of one problem differ only by the geometry.
@@ -279,7 +277,7 @@ void convergence_rows(int seeds, bool per_seed) {
                       slowest, reached.size(), seeds);
       }
       std::printf("| %s (%d, %g, %g^t) | %s | %s | %.0e | %s | %.1e / %.1e | %.1e | %.0f / %.0f | %.2f |\n",
-                  Problem::kName, Problem::kBudget, Problem::kLr, Problem::kGamma, policy_name(policy),
+                  Problem::kName, Problem::kBudget, Problem::kLr, Problem::kGamma, section_policy_name(policy),
                   retraction_name(retraction), Problem::kTarget, steps, median(finals), worst_final, worst_defect,
                   median(jumps), *std::max_element(jumps.begin(), jumps.end()), 1e6 * median(per_step));
       if (per_seed) std::printf("  steps to target (frame jumps) by seed:%s\n", detail.c_str());

@@ -155,6 +155,48 @@ TEST_CASE("Muon and ManifoldMuon resume exactly") {
   check_exact_resume(geomopt::ManifoldMuon({.lr = 0.05, .fallback = {.lr = 0.01}}), 4);
 }
 
+TEST_CASE("every option that changes the trajectory is recorded, an enumerated one by name, and checked on load") {
+  iotest::ScratchDir dir("options");
+  geomopt::ManifoldMuon muon({.lr = 0.05, .msign = geomopt::MsignMethod::polar_express}, {.clip_norm = 3.0});
+  Model m = make_model(1.0);
+  auto s = muon.init(m);
+  muon.step(m, gradient(m), s);
+  geomopt::io::save_checkpoint(dir.file("c.h5"), m, s);
+  const std::string d = geomopt::io::describe(dir.file("c.h5"));
+  for (const char* needle : {"msign=\"polar_express\"", "scale=\"original\"", "stiefel_method=\"fixed_point\"",
+                             "retraction=\"polar\"", "clip_norm=3 ", "fallback.AdamW.section=\"recomputed\""})
+    CHECK_MESSAGE(d.find(needle) != std::string::npos, std::string(needle) << "\n" << d);
+  // Each differing option is refused by a strict load, names and values in the message, and nothing changes.
+  const auto refused = [&](const auto& other, const std::string& expected) {
+    Model t = make_model(2.0);
+    auto st = other.init(t);
+    const auto before = iotest::snapshot(t);
+    try {
+      geomopt::io::load_checkpoint(dir.file("c.h5"), t, st);
+      FAIL("expected an Error for " << expected);
+    } catch (const geomopt::io::Error& e) {
+      CHECK_MESSAGE(std::string(e.what()).find(expected) != std::string::npos, e.what());
+    }
+    CHECK(iotest::snapshot(t) == before);
+  };
+  refused(geomopt::ManifoldMuon({.lr = 0.05}, {.clip_norm = 3.0}),
+          "msign is \"polar_express\" in the file, \"newton_schulz\" here");
+  refused(geomopt::ManifoldMuon({.lr = 0.05,
+                                 .msign = geomopt::MsignMethod::polar_express,
+                                 .retraction = geomopt::StiefelMuonRetraction::cayley},
+                                {.clip_norm = 3.0}),
+          "retraction is \"polar\" in the file, \"cayley\" here");
+  refused(geomopt::ManifoldMuon({.lr = 0.05, .msign = geomopt::MsignMethod::polar_express}),
+          "clip_norm is 3 in the file, 0 here");
+  refused(geomopt::ManifoldMuon({.lr = 0.05, .msign = geomopt::MsignMethod::polar_express},
+                                {.clip_norm = 3.0, .non_finite = geomopt::NonFinitePolicy::skip}),
+          "non_finite is \"propagate\" in the file, \"skip\" here");
+  Model t = make_model(2.0);
+  auto same = muon.init(t);
+  geomopt::io::load_checkpoint(dir.file("c.h5"), t, same);
+  CHECK(same.step_count() == 1);
+}
+
 TEST_CASE("the state is stored by path with the optimizer's kind, step, hyperparameters and metadata") {
   iotest::ScratchDir dir("state");
   geomopt::Adam adam({.lr = 0.02});
@@ -165,8 +207,9 @@ TEST_CASE("the state is stored by path with the optimizer's kind, step, hyperpar
       dir.file("c.h5"), m, s,
       {.step = 1234, .attributes = {{"epoch", std::int64_t{2}}, {"loss", 0.125}, {"git", std::string("abc123")}}});
   const std::string d = geomopt::io::describe(dir.file("c.h5"));
-  for (const char* needle : {"/optimizer:", "optimizer=\"Adam\"", "step=3", "lr=0.02", "w.exp_avg_sq", "st.exp_avg ",
-                             "/metadata: epoch=2 git=\"abc123\" loss=0.125 step=1234"})
+  for (const char* needle :
+       {"/optimizer:", "optimizer=\"Adam\"", "step=3", "lr=0.02", "w.exp_avg_sq", "st.exp_avg ", "clip_norm=0 ",
+        "non_finite=\"propagate\"", "section=\"recomputed\"", "/metadata: epoch=2 git=\"abc123\" loss=0.125 step=1234"})
     CHECK_MESSAGE(d.find(needle) != std::string::npos, std::string(needle) << "\n" << d);
 
   Model c = make_model(2.0);

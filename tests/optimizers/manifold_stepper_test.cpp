@@ -56,8 +56,6 @@ void fill_normal(X& x, geomopt::Rng& rng, double scale) {
   for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = static_cast<typename X::Scalar>(scale * normal(rng));
 }
 
-const char* policy_name(SectionPolicy p) { return p == SectionPolicy::recomputed ? "recomputed" : "transported"; }
-
 // Five lift/retract steps of the stepper next to the same steps of the manifolds API from the same start.
 template <class M>
 void check_chain(const M& start, SectionPolicy policy, Retraction r, geomopt::Rng& rng) {
@@ -65,7 +63,7 @@ void check_chain(const M& start, SectionPolicy policy, Retraction r, geomopt::Rn
   constexpr bool spd = std::is_same_v<M, SPD<T>>;
   const double tol = tolerance<T>();
   INFO(M::kName, " ", start.value().rows(), "x", start.value().cols(), " ",
-       (std::is_same_v<T, float> ? "float" : "double"), " ", policy_name(policy), " ", retraction_name(r));
+       (std::is_same_v<T, float> ? "float" : "double"), " ", section_policy_name(policy), " ", retraction_name(r));
 
   M x = start;
   auto section = geomopt::make_section(x, policy);  // kept by the transported chain only

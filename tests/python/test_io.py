@@ -221,13 +221,26 @@ def test_a_manifold_muon_run_resumes_bitwise_with_groups_and_a_skipped_step(tmp_
     with h5py.File(tmp_path / "muon.h5", "r") as f:
         names = []
         f.visit(names.append)
+        options = dict(f["optimizer"].attrs)
     assert any("fc.weight" in n and n.endswith("momentum_buffer") for n in names)
     assert any("fc.bias" in n and n.endswith("exp_avg") for n in names)
+    # Every option that changes the trajectory is recorded, an enumerated one by its name.
+    for name, value in {"retraction": "polar", "stiefel_method": "fixed_point", "msign": "newton_schulz",
+                        "scale": "original", "non_finite": "propagate",
+                        "fallback.AdamW.section": "recomputed", "stiefel_max_iterations": 1.0, "clip_norm": 0.0}.items():
+        assert options[name] == value, name
     net2, opt2 = make()
     geomopt.io.load(tmp_path / "muon.h5", net2, opt2)
     assert int(opt2.state[net2.fc.weight]["step"]) == 3
     steps(net2, opt2, range(4, 8))
     assert numbers(net2, opt2) == expected
+    # Another retraction is refused by name.
+    net4 = Net(11)
+    cayley = gt.ManifoldMuon([{"params": [net4.frame, net4.tall], "lr": 0.05},
+                              {"params": [net4.fc.weight, net4.fc.bias], "adamw_lr": 2e-3}],
+                             lr=0.02, weight_decay=0.05, adamw_lr=1e-3, stiefel_retraction="cayley")
+    with pytest.raises(geomopt.io.CheckpointError, match='retraction is "polar" in the file, "cayley" here'):
+        geomopt.io.load(tmp_path / "muon.h5", net4, cayley)
     # Another optimizer's file is refused, naming the difference, and changes nothing.
     net3, adam = fresh()
     before = numbers(net3, adam)

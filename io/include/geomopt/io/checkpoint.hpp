@@ -26,6 +26,7 @@
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "geomopt/io/detail/describe.hpp"
@@ -36,6 +37,15 @@
 namespace geomopt::io {
 namespace detail {
 
+/// A hyperparameter's value as an attribute: a number, a name (an enumerated option), or a std::variant of those.
+template <class V>
+Attribute hyperparameter_attribute(const V& value) {
+  if constexpr (requires { std::variant_size<V>::value; })
+    return std::visit([](const auto& x) { return Attribute(x); }, value);
+  else
+    return Attribute(value);
+}
+
 /// The checkpoint's attributes of /optimizer (each leaf's options among them), the slots' views (shaped like their
 /// leaves) and the EMA tree; marks the frozen leaves of `params` and of the EMA tree.
 template <class Tree, class State>
@@ -45,7 +55,8 @@ void describe_state(GroupView& params, const State& state, std::vector<GroupView
   g.state = true;
   g.attributes.emplace_back("optimizer", std::string(state.optimizer()));
   g.attributes.emplace_back("step", static_cast<std::int64_t>(state.step_count()));
-  for (const auto& [name, value] : state.hyperparameters()) g.attributes.emplace_back(name, value);
+  for (const auto& [name, value] : state.hyperparameters())
+    g.attributes.emplace_back(name, hyperparameter_attribute(value));
   g.required = {"optimizer"};
   // The bias corrections take the step count as a double: beyond 2^53 it no longer counts one by one.
   g.counters = {{"step", std::int64_t{1} << 53}};

@@ -33,6 +33,11 @@ inline const char* retraction_name(Retraction r) noexcept {
 ///                memory and O(N^2 n) time per step.
 enum class SectionPolicy { recomputed, transported };
 
+/// The policy's name in code: "recomputed", "transported".
+inline const char* section_policy_name(SectionPolicy p) noexcept {
+  return p == SectionPolicy::transported ? "transported" : "recomputed";
+}
+
 /// The random number generator every random_point and random_tangent takes.
 using Rng = std::mt19937_64;
 

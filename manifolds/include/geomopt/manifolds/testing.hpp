@@ -252,10 +252,6 @@ std::string scalar_name() {
   }
 }
 
-inline const char* policy_name(SectionPolicy p) {
-  return p == SectionPolicy::recomputed ? "recomputed" : "transported";
-}
-
 using Vec = std::vector<double>;
 
 inline double norm(const Vec& v) {
@@ -366,7 +362,8 @@ class Suite {
     if constexpr (kFull) {
       guard("random_point", "", [&] { random_points(); });
       guard("project", "", [&] { project(); });
-      for (const SectionPolicy p : options_.policies) guard("adjointness", policy_name(p), [&] { adjointness(p); });
+      for (const SectionPolicy p : options_.policies)
+        guard("adjointness", section_policy_name(p), [&] { adjointness(p); });
       per_trial("gradient", [&](Retraction r, SectionPolicy p) { gradient(r, p); });
       per_trial("inverse_round_trip", [&](Retraction r, SectionPolicy p) { inverse_round_trip(r, p); });
       per_trial("inverse_derivative", [&](Retraction r, SectionPolicy p) { inverse_derivative(r, p); });
@@ -412,7 +409,7 @@ class Suite {
   }
 
   static std::string context(Retraction r, SectionPolicy p) {
-    return std::string(retraction_name(r)) + ", " + policy_name(p);
+    return std::string(retraction_name(r)) + ", " + section_policy_name(p);
   }
 
   static Vec doubles(const Buf& b) {
@@ -620,7 +617,7 @@ class Suite {
   }
 
   void adjointness(SectionPolicy p) {
-    current_ = policy_name(p);
+    current_ = section_policy_name(p);
     for (int k = 0; k < options_.directions; ++k) {
       const Vec g = gaussian(size_), c = direction(1.0);
       const Vec u = ambient(c, p), lg = lifted(g, p);

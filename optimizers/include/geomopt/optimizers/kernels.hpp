@@ -11,7 +11,7 @@
 //     template <class T> static Coeffs<T> coefficients(const Options&, const LeafStep&);  // once per leaf and step
 //     template <class T> static void update(const Coeffs<T>&, Chunk<T>&);                // the arithmetic
 //     template <class T> static bool update_avx2(const Coeffs<T>&, Chunk<T>&);  // (optional) the same in AVX2
-//     static Hyperparameters hyperparameters(const Options&);         // name/value pairs, for checkpoints
+//     static Hyperparameters hyperparameters(const Options&);         // every option, by name, for checkpoints
 //   };
 //
 // Invariants: update reads chunk.g and writes chunk.p and chunk.s[0..slots) in place, entry by entry (no entry
@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "geomopt/optimizers/kernel_path.hpp"
+#include "geomopt/optimizers/options.hpp"
 
 namespace geomopt {
 
@@ -57,8 +58,6 @@ struct LeafStep {
   double lr = 0;            ///< scheduled, times the leaf's lr_scale
   double weight_decay = 0;  ///< the leaf's (0 for manifold leaves)
 };
-
-using Hyperparameters = std::vector<std::pair<std::string, double>>;
 
 namespace detail {
 inline void require(bool ok, const char* kernel, const char* what, double value) {

@@ -64,6 +64,21 @@ namespace geomopt {
 
 enum class MsignMethod { newton_schulz, svd, gram, polar_express };
 
+/// The method's name in code: "newton_schulz", "svd", "gram", "polar_express".
+inline const char* msign_method_name(MsignMethod m) noexcept {
+  switch (m) {
+    case MsignMethod::newton_schulz:
+      return "newton_schulz";
+    case MsignMethod::svd:
+      return "svd";
+    case MsignMethod::gram:
+      return "gram";
+    case MsignMethod::polar_express:
+      return "polar_express";
+  }
+  return "msign";
+}
+
 struct MsignOptions {
   MsignMethod method = MsignMethod::newton_schulz;
   /// Newton-Schulz and Polar Express: quintic steps, each s <- a s + b s^3 + c s^5 on the singular values (Polar

@@ -69,6 +69,19 @@ enum class MuonScale {
   none,             ///< 1
 };
 
+/// The scale's name in code: "original", "match_rms_adamw", "none".
+inline const char* muon_scale_name(MuonScale s) noexcept {
+  switch (s) {
+    case MuonScale::original:
+      return "original";
+    case MuonScale::match_rms_adamw:
+      return "match_rms_adamw";
+    case MuonScale::none:
+      return "none";
+  }
+  return "scale";
+}
+
 /// How ManifoldMuon returns a Stiefel leaf to the manifold after its step.
 enum class StiefelMuonRetraction {
   polar,     ///< W <- msign(W - lr A), by the Gram eigendecomposition in double
@@ -76,6 +89,7 @@ enum class StiefelMuonRetraction {
   geodesic,  ///< the library's exponential map of -lr A
 };
 
+/// The retraction's name in code: "polar", "cayley", "geodesic".
 inline const char* retraction_name(StiefelMuonRetraction r) noexcept {
   switch (r) {
     case StiefelMuonRetraction::polar:
@@ -400,16 +414,16 @@ class MuonCore {
                          {"ns_b", options_.ns_coefficients[1]},
                          {"ns_c", options_.ns_coefficients[2]},
                          {"ns_eps", options_.ns_eps},
-                         {"msign", static_cast<double>(options_.msign)},
-                         {"scale", static_cast<double>(options_.scale)}};
+                         {"msign", msign_method_name(options_.msign)},
+                         {"scale", muon_scale_name(options_.scale)}};
     if (kManifold) {
-      h.emplace_back("stiefel_method", static_cast<double>(options_.stiefel.method));
+      h.emplace_back("stiefel_method", stiefel_muon_method_name(options_.stiefel.method));
       h.emplace_back("stiefel_tolerance", options_.stiefel.tolerance);
       h.emplace_back("stiefel_max_iterations", static_cast<double>(options_.stiefel.max_iterations));
       h.emplace_back("stiefel_smoothing", options_.stiefel.smoothing);
       h.emplace_back("stiefel_acceleration", static_cast<double>(options_.stiefel.acceleration));
       h.emplace_back("stiefel_warm_start", options_.stiefel.warm_start ? 1.0 : 0.0);
-      h.emplace_back("retraction", static_cast<double>(options_.retraction));
+      h.emplace_back("retraction", retraction_name(options_.retraction));
     }
     return h;
   }
@@ -600,6 +614,7 @@ class MuonCore {
 
     st.name_ = kName;
     st.hyperparameters_ = hyperparameters();
+    transforms().record(st.hyperparameters_);
     st.threads_ = common_.threads;
     st.momentum_ = MuonCoreState<Tree>::Vector::Zero(entries);
     st.multipliers_ = MuonCoreState<Tree>::Vector::Zero(multiplier_entries);
@@ -928,7 +943,9 @@ class BasicMuon {
   template <class Tree>
   MuonState<Tree> init(const Tree& params, const LeafRule& rule = {}) const {
     if constexpr (ptree::tree<Tree>) {
-      return MuonState<Tree>(parts_.init(params, rule), kName, hyperparameters());
+      Hyperparameters h = hyperparameters();
+      transforms().record(h);
+      return MuonState<Tree>(parts_.init(params, rule), kName, std::move(h));
     } else {
       ptree::detail::not_a_tree<Tree>();
       return {};
@@ -943,11 +960,12 @@ class BasicMuon {
     return detail::step_alone(*this, params, grads, st);
   }
 
-  /// Muon's hyperparameters as a checkpoint records them, then the fallback's as "fallback.<kernel>.<name>".
+  /// Muon's hyperparameters as a checkpoint records them, then the fallback's as "fallback.<kernel>.<name>" (the
+  /// state adds the transforms).
   Hyperparameters hyperparameters() const {
     Hyperparameters h = parts_.template group_optimizer<1>().hyperparameters();
-    for (const auto& [name, value] : Fallback::hyperparameters(parts_.template group_optimizer<0>().options()))
-      h.emplace_back("fallback." + std::string(Fallback::kName) + "." + name, value);
+    for (auto& [name, value] : parts_.template group_optimizer<0>().hyperparameters())
+      h.emplace_back("fallback." + std::string(Fallback::kName) + "." + name, std::move(value));
     return h;
   }
 

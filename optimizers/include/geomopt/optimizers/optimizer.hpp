@@ -192,6 +192,8 @@ template <class Kernel>
 class Optimizer {
  public:
   using Options = typename Kernel::Options;
+  /// The name its states and checkpoints carry: the kernel's.
+  static constexpr const char* kName = Kernel::kName;
 
   explicit Optimizer(Options options = {}, CommonOptions common = {})
       : options_(std::move(options)), common_(std::move(common)) {
@@ -235,6 +237,15 @@ class Optimizer {
 
   /// The transforms step applies (CommonOptions').
   StepTransforms transforms() const noexcept { return StepTransforms::of(common_); }
+
+  /// The kernel's options, then the section policy of manifold leaves ("section": "recomputed" or "transported");
+  /// the state records them followed by the transforms. Not recorded: the schedule (code; the step count is), the
+  /// threads (they change no number), the retractions (recorded per leaf).
+  Hyperparameters hyperparameters() const {
+    Hyperparameters h = Kernel::hyperparameters(options_);
+    h.emplace_back("section", section_policy_name(common_.section));
+    return h;
+  }
 
   // The step protocol (step_protocol.hpp): step() runs these phases in order; a Partition runs them over its groups.
 
@@ -342,7 +353,8 @@ class Optimizer {
     static_assert(std::is_floating_point_v<T>, "Optimizer::init: the tree's trainable scalar must be float or double");
     OptimizerState<Tree> st;
     st.optimizer_ = Kernel::kName;
-    st.hyperparameters_ = Kernel::hyperparameters(options_);
+    st.hyperparameters_ = hyperparameters();
+    transforms().record(st.hyperparameters_);
     st.slot_names_ = Kernel::slots(options_);
     st.threads_ = common_.threads;
 

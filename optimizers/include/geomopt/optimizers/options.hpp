@@ -12,11 +12,22 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <variant>
+#include <vector>
 
 #include "geomopt/manifolds/common.hpp"
 #include "geomopt/ptree/path.hpp"
 
 namespace geomopt {
+
+/// One option as a checkpoint records it: a number (a bool as 0 or 1), or an enumerated choice by its name in code
+/// ("polar", "newton_schulz"), so that the file reads the same to h5py as to the code that wrote it.
+using HyperparameterValue = std::variant<double, std::string>;
+
+/// An optimizer's options by name: every one that changes the trajectory of the parameters, their state or their
+/// moving average. A checkpoint records them, and a strict load refuses a state whose options differ.
+using Hyperparameters = std::vector<std::pair<std::string, HyperparameterValue>>;
 
 /// Options of one leaf, chosen at init by a rule of its path.
 struct LeafOptions {
@@ -51,6 +62,19 @@ enum class NonFinitePolicy {
   skip,       ///< no leaf, moment or step count changes; the report names the leaf and the reason
   raise,      ///< throws NonFiniteGradient naming the leaf and the reason
 };
+
+/// The policy's name in code: "propagate", "skip", "raise".
+inline const char* non_finite_policy_name(NonFinitePolicy p) noexcept {
+  switch (p) {
+    case NonFinitePolicy::propagate:
+      return "propagate";
+    case NonFinitePolicy::skip:
+      return "skip";
+    case NonFinitePolicy::raise:
+      return "raise";
+  }
+  return "non_finite";
+}
 
 /// Thrown by a step under NonFinitePolicy::raise; what() names the leaf's path.
 class NonFiniteGradient : public std::domain_error {
@@ -127,6 +151,13 @@ struct StepTransforms {
     if (non_finite != NonFinitePolicy::propagate) return "non_finite";
     if (missing_gradient != MissingGradient::error) return "missing_gradient";
     return nullptr;
+  }
+  /// Appends the transforms that change a trajectory to h by their CommonOptions names, the policy by name. Not
+  /// missing_gradient: a step under `error` either steps as under `skip` or throws, so no trajectory depends on it.
+  void record(Hyperparameters& h) const {
+    h.emplace_back("clip_norm", clip_norm);
+    h.emplace_back("ema_decay", ema_decay);
+    h.emplace_back("non_finite", non_finite_policy_name(non_finite));
   }
   void validate() const {
     CommonOptions c;

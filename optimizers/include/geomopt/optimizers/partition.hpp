@@ -241,6 +241,7 @@ class Partition {
   static_assert(sizeof...(Opts) >= 1, "Partition: at least one group");
 
  public:
+  static constexpr const char* kName = "Partition";
   template <class Tree>
   using State = PartitionState<Tree, detail::state_of<Opts, Tree>...>;
 
@@ -266,6 +267,23 @@ class Partition {
   }
 
   const StepTransforms& transforms() const noexcept { return transforms_; }
+  /// Each group's hyperparameters as "<group>.<optimizer>.<name>", in group order (the state adds the transforms).
+  Hyperparameters hyperparameters() const {
+    Hyperparameters h;
+    std::size_t g = 0;
+    std::apply(
+        [&](const auto&... opt) {
+          (
+              [&](const auto& o) {
+                const std::string prefix =
+                    names_[g++] + "." + std::string(std::remove_cvref_t<decltype(o)>::kName) + ".";
+                for (auto& [name, value] : o.hyperparameters()) h.emplace_back(prefix + name, std::move(value));
+              }(opt),
+              ...);
+        },
+        optimizers_);
+    return h;
+  }
   /// Group G's optimizer.
   template <std::size_t G>
   const auto& group_optimizer() const noexcept {
@@ -405,17 +423,12 @@ class Partition {
         return rule ? rule(path) : LeafOptions{};
       };
       s = opt.init(params, group_rule);
-      for_each_group_hyperparameter(opt, s, mine, st.hyperparameters_);
     });
+    st.hyperparameters_ = hyperparameters();
+    transforms_.record(st.hyperparameters_);
     st.names_ = names_;
     if (transforms_.ema_decay > 0) st.ema_.emplace(ptree::cast<ptree::scalar_t<Tree>>(params));
     return st;
-  }
-
-  template <class Opt, class S>
-  void for_each_group_hyperparameter(const Opt&, const S& s, std::size_t g, Hyperparameters& out) const {
-    const std::string prefix = names_[g] + "." + std::string(s.optimizer()) + ".";
-    for (const auto& [name, value] : s.hyperparameters()) out.emplace_back(prefix + name, value);
   }
 
   std::string group_list() const {

@@ -4,6 +4,8 @@
 //
 // A member M of a step, over a tree Tree with its state S (what M::init returns), provides
 //   m.transforms()                                  StepTransforms: the ones M applies when it steps alone
+//   m.hyperparameters()                             Hyperparameters: M's options other than its transforms (a
+//                                                  state records both: these, then StepTransforms::record)
 //   m.begin_step(params, grads, s, ema, missing)    finds every leaf's numbers and checks the tree against the state
 //                                                  (StructureError naming the leaf), computes this step's learning
 //                                                  rate; ema is the tree of the moving average or nullptr

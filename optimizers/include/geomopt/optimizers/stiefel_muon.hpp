@@ -42,6 +42,11 @@ enum class StiefelMuonMethod {
   dual_ascent,  ///< gradient steps on the dual |U + W X|_* with a backtracking line search (Bernstein's dual)
 };
 
+/// The method's name in code: "fixed_point", "dual_ascent".
+inline const char* stiefel_muon_method_name(StiefelMuonMethod m) noexcept {
+  return m == StiefelMuonMethod::dual_ascent ? "dual_ascent" : "fixed_point";
+}
+
 struct StiefelMuonOptions {
   StiefelMuonMethod method = StiefelMuonMethod::fixed_point;
   /// Stop when |W^T A + A^T W|_F <= tolerance, or below 2 n eps where the arithmetic cannot go (ManifoldMuon's step
