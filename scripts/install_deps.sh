@@ -15,6 +15,7 @@ packages=(
   libgtest-dev libgmock-dev  # only for Ceres's manifold invariant checks
   python3-numpy python3-h5py  # io: tests/io/interop.py reads and writes files with h5py (/usr/bin/python3)
   clang libclang-rt-14-dev    # io: scripts/fuzz_io.sh (libFuzzer, ASan, UBSan)
+  lld                         # scripts/test.sh links the sanitized tests with it: 2.7 s a program against bfd's 11
   dataset-fashion-mnist zlib1g-dev  # examples/fashion_mnist: the data (gzip IDX files) and zlib to read them
   gnuplot-nox                 # the plots of examples/fashion_mnist and benchmarks/run_all
   python3-dev pybind11-dev    # the Python package (python/): its extension, for Debian's /usr/bin/python3
