@@ -81,7 +81,8 @@ class ManifoldParameter(torch.nn.Parameter):
 class _Spec:
     """What the optimizer knows of one parameter: where it is, what it is, and its name in messages."""
 
-    __slots__ = ("param", "group", "position", "name", "shape", "dtype", "manifold", "rows", "cols", "transposed")
+    __slots__ = ("param", "group", "position", "name", "shape", "dtype", "manifold", "rows", "cols", "transposed",
+                 "matrices")
 
     def label(self):
         where = f"group {self.group}, parameter {self.position}"
@@ -187,6 +188,11 @@ class _GeomoptOptimizer(torch.optim.Optimizer):
                                                     else euclidean_layout(s.shape))
                 except ValueError as e:
                     raise ValueError(f"{s.label()}: {e}") from None
+                s.matrices = 1
+                if group.get("batched") and s.manifold is None and len(s.shape) >= 3:
+                    # [..., M, N]: a row-major (prod(...) M) x N array holding its M x N matrices one after another.
+                    s.matrices = max(1, math.prod(s.shape[:-2]))
+                    s.rows, s.cols = math.prod(s.shape[:-1]), s.shape[-1]
                 specs.append(s)
         return specs
 
@@ -216,6 +222,7 @@ class _GeomoptOptimizer(torch.optim.Optimizer):
             spec.group, spec.index = s.group, k
             spec.retraction = groups[s.group].get("retraction") or ""
             spec.muon = self._leaf_choice(groups[s.group])
+            spec.matrices = s.matrices
             by_key.setdefault(key, (options, []))[1].append(spec)
         if len(by_key) > 1 and (self._common["clip_norm"] > 0 or self._common["non_finite"] != "propagate"):
             raise ValueError("clip_norm and non_finite act on all parameters at once: every group must then share "
@@ -589,7 +596,11 @@ _STIEFEL_RETRACTIONS = ("polar", "cayley", "geodesic")
 class _MuonBase(_GeomoptOptimizer):
     """Muon's leaves (matrices; ManifoldMuon's Stiefel frames too) and AdamW's (the rest) in one step. A group's
     ``lr`` and ``weight_decay`` are Muon's, its ``adamw_lr`` and ``adamw_weight_decay`` AdamW's; ``use_muon`` (None,
-    True or False) picks its leaves."""
+    True or False) picks its leaves. A Euclidean parameter of three or more dimensions is, by default, a matrix of its
+    first dimension by the others (a convolution kernel [out, in, kh, kw] as out x (in kh kw), the reshape of Keller
+    Jordan's Muon); with the group's ``batched`` True, a [..., M, N] parameter is a batch of M x N matrices (per head,
+    per expert), each orthogonalized and scaled by its own shape, as batched Newton-Schulz over the leading dimensions
+    does."""
 
     def __init__(self, params, lr, weight_decay, momentum, nesterov, ns_coefficients, eps, ns_steps, adjust_lr_fn,
                  adamw_lr, adamw_betas, adamw_eps, adamw_weight_decay, extra, common):
@@ -605,6 +616,7 @@ class _MuonBase(_GeomoptOptimizer):
         _require(0 <= adamw_betas[1] < 1, "adamw_betas[1]", adamw_betas[1])
         _require(adamw_eps >= 0, "adamw_eps", adamw_eps)
         _require(adamw_weight_decay >= 0, "adamw_weight_decay", adamw_weight_decay)
+        _require(isinstance(extra.get("batched"), bool), "batched (True or False)", extra.get("batched"))
         defaults = dict(lr=lr, weight_decay=weight_decay, momentum=momentum, nesterov=nesterov,
                         ns_coefficients=tuple(ns_coefficients), eps=eps, ns_steps=ns_steps, adjust_lr_fn=adjust_lr_fn,
                         adamw_lr=adamw_lr, adamw_betas=tuple(adamw_betas), adamw_eps=adamw_eps,
@@ -634,17 +646,19 @@ class _MuonBase(_GeomoptOptimizer):
 
 class Muon(_MuonBase):
     """Muon, with torch.optim.Muon's arguments: each Euclidean parameter of two or more dimensions (a matrix of its
-    first dimension by the others, at least 2 x 2) steps by its momentum orthogonalized by Newton-Schulz,
-    ``P <- (1 - lr weight_decay) P - lr scale msign(U)``; every other parameter (vectors, manifold parameters) by
-    AdamW in its own geometry, with the ``adamw_*`` options, in the same step."""
+    first dimension by the others, at least 2 x 2; with ``batched``, its [..., M, N] matrices one by one) steps by its
+    momentum orthogonalized by Newton-Schulz, ``P <- (1 - lr weight_decay) P - lr scale msign(U)``; every other
+    parameter (vectors, manifold parameters) by AdamW in its own geometry, with the ``adamw_*`` options, in the same
+    step."""
 
     _kernel = "Muon"
 
     def __init__(self, params, lr=1e-3, weight_decay=0.1, momentum=0.95, nesterov=True,
                  ns_coefficients=(3.4445, -4.775, 2.0315), eps=1e-7, ns_steps=5, adjust_lr_fn=None, *,
-                 adamw_lr=1e-3, adamw_betas=(0.9, 0.999), adamw_eps=1e-8, adamw_weight_decay=1e-2, **common):
+                 adamw_lr=1e-3, adamw_betas=(0.9, 0.999), adamw_eps=1e-8, adamw_weight_decay=1e-2, batched=False,
+                 **common):
         super().__init__(params, lr, weight_decay, momentum, nesterov, ns_coefficients, eps, ns_steps, adjust_lr_fn,
-                         adamw_lr, adamw_betas, adamw_eps, adamw_weight_decay, {}, common)
+                         adamw_lr, adamw_betas, adamw_eps, adamw_weight_decay, dict(batched=batched), common)
 
 
 class ManifoldMuon(_MuonBase):
@@ -661,7 +675,7 @@ class ManifoldMuon(_MuonBase):
                  ns_coefficients=(3.4445, -4.775, 2.0315), eps=1e-7, ns_steps=5, adjust_lr_fn=None, *,
                  adamw_lr=1e-3, adamw_betas=(0.9, 0.999), adamw_eps=1e-8, adamw_weight_decay=1e-2,
                  stiefel_retraction="polar", stiefel_method="fixed_point", stiefel_tolerance=1e-6,
-                 stiefel_max_iterations=1, stiefel_warm_start=True, **common):
+                 stiefel_max_iterations=1, stiefel_warm_start=True, batched=False, **common):
         _require(stiefel_retraction in _STIEFEL_RETRACTIONS, "stiefel_retraction", stiefel_retraction)
         _require(stiefel_method in _STIEFEL_METHODS, "stiefel_method", stiefel_method)
         _require(stiefel_tolerance > 0, "stiefel_tolerance", stiefel_tolerance)
@@ -670,7 +684,7 @@ class ManifoldMuon(_MuonBase):
         _require(isinstance(stiefel_warm_start, bool), "stiefel_warm_start", stiefel_warm_start)
         extra = dict(stiefel_retraction=stiefel_retraction, stiefel_method=stiefel_method,
                      stiefel_tolerance=stiefel_tolerance, stiefel_max_iterations=stiefel_max_iterations,
-                     stiefel_warm_start=stiefel_warm_start)
+                     stiefel_warm_start=stiefel_warm_start, batched=batched)
         super().__init__(params, lr, weight_decay, momentum, nesterov, ns_coefficients, eps, ns_steps, adjust_lr_fn,
                          adamw_lr, adamw_betas, adamw_eps, adamw_weight_decay, extra, common)
 

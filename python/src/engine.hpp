@@ -61,6 +61,7 @@ struct ParamSpec {
   std::size_t index = 0;    ///< its position in the optimizer's list of parameters (all groups, in order)
   std::string retraction;   ///< "" for the default of its kind, else a retraction's name
   int muon = -1;            ///< a Muon engine's: 1 Muon steps it, 0 the fallback does, -1 Muon's rule decides
+  int matrices = 1;         ///< a Muon engine's: LeafOptions::muon_matrices (rows holds that many matrices)
 };
 
 /// What one engine's step did (StepReport with the leaf as an index into the engine's parameters).
@@ -213,6 +214,7 @@ class Engine final : public AnyEngine {
       LeafOptions o;
       o.retraction = detail::retraction_named(s.retraction);
       if (s.muon >= 0) o.muon = s.muon != 0;
+      o.muon_matrices = s.matrices;
       return o;
     });
     rate_.resize(n);

@@ -85,7 +85,8 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("group", &ParamSpec::group)
       .def_readwrite("index", &ParamSpec::index)
       .def_readwrite("retraction", &ParamSpec::retraction)
-      .def_readwrite("muon", &ParamSpec::muon);
+      .def_readwrite("muon", &ParamSpec::muon)
+      .def_readwrite("matrices", &ParamSpec::matrices);
 
   py::class_<Report>(m, "Report")
       .def_readonly("applied", &Report::applied)

@@ -512,6 +512,98 @@ TEST_CASE("Muon: state bytes, leaf choice by rule, and errors that name the leaf
   CHECK(q.c == q0.c);
 }
 
+namespace {
+using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// Three 5 x 3 heads stored as one row-major 15 x 3 leaf, three 6 x 2 experts as one column-major 6 x 6 leaf.
+struct Stacked {
+  RowMat heads;
+  Mat<float> experts;
+  geomopt::Stiefel<float> s;
+  GEOMOPT_PTREE(heads, experts, s)
+};
+// The same matrices as leaves of their own.
+struct Apart {
+  std::vector<RowMat> heads;
+  std::vector<Mat<float>> experts;
+  geomopt::Stiefel<float> s;
+  GEOMOPT_PTREE(heads, experts, s)
+};
+
+// The Stacked tree whose memory holds Apart's matrices one after another.
+Stacked stack(const Apart& a) {
+  Stacked t{RowMat(15, 3), Mat<float>(6, 6), a.s};
+  for (int k = 0; k < 3; ++k) {
+    std::copy_n(a.heads[k].data(), 15, t.heads.data() + 15 * k);
+    std::copy_n(a.experts[k].data(), 12, t.experts.data() + 12 * k);
+  }
+  return t;
+}
+}  // namespace
+
+TEST_CASE("Muon: a leaf of several matrices steps bitwise as those matrices stepped alone") {
+  geomopt::Rng rng(17);
+  auto random_apart = [&] {
+    Apart a;
+    for (int k = 0; k < 3; ++k) {
+      a.heads.push_back(RowMat::Random(5, 3));
+      a.experts.push_back(Mat<float>::Random(6, 2));
+    }
+    a.s = geomopt::Stiefel<float>::random_point(rng, 7, 3);
+    return a;
+  };
+  const Apart start = random_apart();
+  std::vector<Apart> grads;
+  for (int k = 0; k < 4; ++k) grads.push_back(random_apart());
+  const auto three = [](const geomopt::ptree::Path& path) {
+    return geomopt::LeafOptions{.muon_matrices = path.str() == "s" ? 1 : 3};
+  };
+  for (const geomopt::MuonScale scale : {geomopt::MuonScale::original, geomopt::MuonScale::match_rms_adamw}) {
+    geomopt::ManifoldMuon muon({.lr = 0.05, .weight_decay = 0.1, .scale = scale});
+    Apart apart = start;
+    Stacked stacked = stack(start);
+    auto sa = muon.init(apart);
+    auto ss = muon.init(stacked, three);
+    for (const Apart& g : grads) {
+      muon.step(apart, g, sa);
+      muon.step(stacked, stack(g), ss);
+    }
+    const Stacked expected = stack(apart);
+    CHECK(stacked.heads == expected.heads);
+    CHECK(stacked.experts == expected.experts);
+    CHECK(stacked.s.value() == expected.s.value());
+    // One Newton-Schulz over the whole leaf, scaled by its whole shape, is another step.
+    Stacked whole = stack(start);
+    auto sw = muon.init(whole);
+    for (const Apart& g : grads) muon.step(whole, stack(g), sw);
+    CHECK(whole.experts != expected.experts);
+    // The checkpoint's per-leaf options name the split.
+    double recorded = 0;
+    ss.for_each_leaf_option([&](const std::string& path, std::string_view name, auto value) {
+      if constexpr (std::is_same_v<decltype(value), double>)
+        if (path == "experts" && name == "muon_matrices") recorded = value;
+    });
+    CHECK(recorded == 3);
+  }
+  // A split that does not divide the leaf, leaves matrices under 2 x 2, or falls on a Stiefel leaf names the leaf.
+  Stacked p = stack(start);
+  const auto split = [](const char* which, int m) {
+    return [which, m](const geomopt::ptree::Path& path) {
+      return geomopt::LeafOptions{.muon_matrices = path.str() == which ? m : 1};
+    };
+  };
+  geomopt::ManifoldMuon muon;
+  CHECK_THROWS_WITH_AS(muon.init(p, split("heads", 4)),
+                       doctest::Contains("heads: LeafOptions::muon_matrices = 4 needs a matrix leaf whose rows split "
+                                         "into that many matrices of at least 2 x 2; this is a 15x3 row-major matrix"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(muon.init(p, split("experts", 6)), doctest::Contains("experts: LeafOptions::muon_matrices = 6"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(muon.init(p, split("experts", 0)), doctest::Contains("a 6x6 matrix"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(muon.init(p, split("s", 3)), doctest::Contains("s: LeafOptions::muon_matrices = 3"),
+                       std::invalid_argument);
+}
+
 TEST_CASE("Muon: clipping and the non-finite policy cover its leaves") {
   geomopt::Rng rng(5);
   MuonNet<double> p{gaussian(rng, 4, 2), Eigen::VectorXd::Ones(3)};

@@ -224,3 +224,39 @@ def test_use_muon_chooses_the_leaves_and_errors_name_the_parameter():
     with pytest.raises(ValueError, match=r"group 0, parameter 0: the gradient is not contiguous"):
         opt.step()
     assert all(torch.equal(p, q) for p, q in zip(params, before))
+
+
+@pytest.mark.parametrize("optimizer", [gt.Muon, gt.ManifoldMuon])
+def test_batched_parameters_step_as_their_matrices_stepped_alone(optimizer):
+    # A [2, 3, 5, 4] and a [3, 4, 6] parameter with batched=True against their 6 + 3 matrices as parameters of their
+    # own, bitwise; the scale is each matrix's (5 x 4: 1.118, 4 x 6: 1), not the whole parameter's.
+    g = torch.Generator().manual_seed(3)
+    stacked = [torch.nn.Parameter(torch.randn(2, 3, 5, 4, generator=g)), torch.nn.Parameter(torch.randn(3, 4, 6, generator=g))]
+    apart = [torch.nn.Parameter(m.detach().clone()) for p in stacked for m in p.detach().reshape(-1, *p.shape[-2:])]
+    a = optimizer(stacked, lr=0.05, weight_decay=0.1, batched=True)
+    b = optimizer(apart, lr=0.05, weight_decay=0.1)
+    for k in range(4):
+        for p in stacked:
+            p.grad = gradient(p, k)
+        for p, q in zip(apart, [m for p in stacked for m in p.grad.reshape(-1, *p.shape[-2:])]):
+            p.grad = q.clone()
+        a.step()
+        b.step()
+    together = [m for p in stacked for m in p.detach().reshape(-1, *p.shape[-2:])]
+    assert all(torch.equal(x, y.detach()) for x, y in zip(together, apart))
+    momenta = [m for p in stacked for m in a.state[p]["momentum_buffer"].reshape(-1, *p.shape[-2:])]
+    assert all(torch.equal(x, b.state[y]["momentum_buffer"]) for x, y in zip(momenta, apart))
+    # Without batched, a 4-D kernel is one matrix of its first dimension by the others (Keller Jordan's reshape).
+    kernel = torch.nn.Parameter(torch.randn(4, 3, 2, 2, generator=g, dtype=torch.float64))
+    reference = NumpyMuon(kernel.detach().numpy().reshape(4, 12), momentum=0.95, nesterov=True)
+    c = gt.Muon([kernel], lr=0.05, weight_decay=0.1)
+    for k in range(3):
+        kernel.grad = gradient(kernel, k)
+        reference.step(kernel.grad.numpy().reshape(4, 12), 0.05, 0.1)
+        c.step()
+    assert np.allclose(kernel.detach().numpy().reshape(4, 12), reference.p, rtol=0, atol=1e-12)
+    # A batch of matrices under 2 x 2, or a batched flag that is not a bool, names the parameter.
+    with pytest.raises(ValueError, match=r"group 0, parameter 0.*muon_matrices = 4"):
+        optimizer([torch.nn.Parameter(torch.randn(4, 1, 5))], batched=True)
+    with pytest.raises(ValueError, match="batched"):
+        optimizer(stacked, batched=1)

@@ -10,7 +10,8 @@
 //   U <- nesterov ? (1 - momentum) G + momentum B : B
 //   P <- (1 - lr weight_decay) P - lr scale(rows, cols) msign(U)
 // with msign by Newton-Schulz (msign.hpp) and scale sqrt(max(1, rows / cols)) as published (MuonScale). Its state is
-// the momentum B only.
+// the momentum B only. A leaf of m matrices one after another (LeafOptions::muon_matrices = m: per-head or per-expert
+// weights) takes the last line per matrix, by that matrix's shape.
 //
 // ManifoldMuon steps Stiefel leaves (W^T W = I, N x n) by the spectral-norm steepest tangent direction A of the
 // momentum U (stiefel_muon.hpp), then W <- R_W(-lr A) by the polar retraction msign(W - lr A) (or the library's Cayley
@@ -156,6 +157,7 @@ struct MuonLeafRecord {
   std::size_t leaf = 0;             // index in walk order
   Eigen::Index rows = 0, cols = 0;  // the storage order read column-major (a row-major matrix's transpose)
   bool transposed = false;          // a row-major matrix: rows x cols is the transpose of its shape
+  Eigen::Index matrices = 1;        // LeafOptions::muon_matrices: rows x (cols / matrices) blocks, one after another
   Eigen::Index offset = 0;          // first entry of its momentum
   bool stiefel = false;             // ManifoldMuon's Stiefel leaf
   Eigen::Index multiplier = -1;     // a Stiefel leaf under StiefelMuonOptions::warm_start: first entry of it
@@ -299,6 +301,7 @@ class MuonCoreState {
     f(paths_[i], std::string_view("lr_scale"), r.lr_scale);
     if (r.weight_decay_set) f(paths_[i], std::string_view("weight_decay"), r.weight_decay);
     if (r.stiefel) f(paths_[i], std::string_view("retraction"), retraction_name(r.retraction));
+    if (r.matrices != 1) f(paths_[i], std::string_view("muon_matrices"), static_cast<double>(r.matrices));
   }
 
   /// f(path, name, map) for every array of state, by leaf in walk order.
@@ -587,6 +590,20 @@ class MuonCore {
           if (!lo.muon.value_or(true))
             throw std::invalid_argument(path.str() + ": LeafOptions::muon is false, yet the leaf is given to " + kName +
                                         "; give it to another group");
+          if (lo.muon_matrices != 1) {
+            // The split is along the storage's columns: a row-major leaf's rows, a column-major leaf's columns.
+            const int m = lo.muon_matrices;
+            if (rec.stiefel || m < 1 || rec.cols % m != 0 || rec.cols / m < 2)
+              throw std::invalid_argument(
+                  path.str() + ": LeafOptions::muon_matrices = " + std::to_string(m) + " needs a matrix leaf whose " +
+                  (rec.transposed ? "rows" : "columns") + " split into that many matrices of at least 2 x 2; this is " +
+                  (rec.stiefel ? std::string("a Stiefel leaf")
+                               : "a " +
+                                     (rec.transposed ? detail::shape_string(rec.cols, rec.rows) + " row-major"
+                                                     : detail::shape_string(rec.rows, rec.cols)) +
+                                     " matrix"));
+            rec.matrices = m;
+          }
           if (!(lo.lr_scale >= 0))
             throw std::invalid_argument(path.str() + ": lr_scale must be >= 0, got " + std::to_string(lo.lr_scale));
           rec.lr_scale = lo.lr_scale;
@@ -657,7 +674,7 @@ class MuonCore {
               }
             }
           } else {
-            w->ms.reserve(rec.rows, rec.cols);
+            w->ms.reserve(rec.rows, rec.cols / rec.matrices);
           }
           st.work_.push_back(std::move(w));
           const double cost = static_cast<double>(rec.rows * rec.cols * std::min(rec.rows, rec.cols));
@@ -686,9 +703,11 @@ class MuonCore {
            options_.stiefel.method == StiefelMuonMethod::fixed_point && options_.stiefel.warm_start;
   }
 
-  // Muon's step scale by the leaf's own shape (a row-major leaf is stepped as its transpose: msign(M^T) = msign(M)^T).
+  // Muon's step scale by the shape of the leaf's matrices (a row-major leaf is stepped as its transpose: msign(M^T) =
+  // msign(M)^T).
   double shape_scale(const detail::MuonLeafRecord& rec) const {
-    const Eigen::Index rows = rec.transposed ? rec.cols : rec.rows, cols = rec.transposed ? rec.rows : rec.cols;
+    const Eigen::Index block = rec.cols / rec.matrices;
+    const Eigen::Index rows = rec.transposed ? block : rec.rows, cols = rec.transposed ? rec.rows : block;
     switch (options_.scale) {
       case MuonScale::original:
         return std::sqrt(std::max(1.0, static_cast<double>(rows) / static_cast<double>(cols)));
@@ -782,7 +801,9 @@ class MuonCore {
     if (check && !u.allFinite()) return false;
     const double lr = options_.lr * st.factor_ * rec.lr_scale;
     if (!rec.stiefel) {
-      msign_inplace(w.u, options_.msign_options(), w.ms);
+      const Eigen::Index block = rec.cols / rec.matrices;
+      for (Eigen::Index k = 0; k < rec.matrices; ++k)
+        msign_inplace(w.u.middleCols(k * block, block), options_.msign_options(), w.ms);
       if (!check) return true;
       const T step = static_cast<T>(lr * shape_scale(rec));
       const ConstArr p(ptr.p, size);

@@ -39,6 +39,11 @@ struct LeafOptions {
   /// optimizer; unset means true for every Euclidean leaf stored as one matrix of at least 2 x 2 (and, for
   /// ManifoldMuon, every Stiefel leaf). Other optimizers ignore it, so one rule serves several optimizers.
   std::optional<bool> muon{};
+  /// Muon and ManifoldMuon, on a matrix leaf: its memory holds this many matrices one after another, each stepped on
+  /// its own (orthogonalized and scaled by its shape): a row-major (m M) x N leaf holds m M x N matrices, a
+  /// column-major M x (m N) leaf m M x N matrices. A [..., M, N] weight of per-head or per-expert matrices, as batched
+  /// Newton-Schulz over the leading dimensions treats it. Recorded per leaf by a checkpoint when not 1.
+  int muon_matrices = 1;
   /// The leaf is another optimizer's (a Partition's other group): no state, never written, its gradient neither read
   /// nor checked. A state reports it frozen.
   bool excluded = false;
