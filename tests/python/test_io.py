@@ -226,8 +226,8 @@ def test_a_manifold_muon_run_resumes_bitwise_with_groups_and_a_skipped_step(tmp_
     assert any("fc.bias" in n and n.endswith("exp_avg") for n in names)
     # Every option that changes the trajectory is recorded, an enumerated one by its name.
     for name, value in {"retraction": "polar", "stiefel_method": "fixed_point", "msign": "newton_schulz",
-                        "scale": "original", "non_finite": "propagate",
-                        "fallback.AdamW.section": "recomputed", "stiefel_max_iterations": 1.0, "clip_norm": 0.0}.items():
+                        "scale": "original", "non_finite": "propagate", "fallback.AdamW.section": "recomputed",
+                        "stiefel_max_iterations": 1.0, "clip_norm": 0.0}.items():
         assert options[name] == value, name
     net2, opt2 = make()
     geomopt.io.load(tmp_path / "muon.h5", net2, opt2)

@@ -231,7 +231,8 @@ def test_batched_parameters_step_as_their_matrices_stepped_alone(optimizer):
     # A [2, 3, 5, 4] and a [3, 4, 6] parameter with batched=True against their 6 + 3 matrices as parameters of their
     # own, bitwise; the scale is each matrix's (5 x 4: 1.118, 4 x 6: 1), not the whole parameter's.
     g = torch.Generator().manual_seed(3)
-    stacked = [torch.nn.Parameter(torch.randn(2, 3, 5, 4, generator=g)), torch.nn.Parameter(torch.randn(3, 4, 6, generator=g))]
+    stacked = [torch.nn.Parameter(torch.randn(2, 3, 5, 4, generator=g)),
+               torch.nn.Parameter(torch.randn(3, 4, 6, generator=g))]
     apart = [torch.nn.Parameter(m.detach().clone()) for p in stacked for m in p.detach().reshape(-1, *p.shape[-2:])]
     a = optimizer(stacked, lr=0.05, weight_decay=0.1, batched=True)
     b = optimizer(apart, lr=0.05, weight_decay=0.1)
