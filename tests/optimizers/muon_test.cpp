@@ -633,6 +633,30 @@ TEST_CASE("Muon: clipping and the non-finite policy cover its leaves") {
   CHECK(before == after);
 }
 
+TEST_CASE("ManifoldMuon direction and polar step in long double agree with double") {
+  using L = long double;
+  geomopt::Rng rng(29);
+  const MatD w = geomopt::Stiefel<double>::random_point(rng, 9, 4).value(), u = MatD::Random(9, 4);
+  const Eigen::Matrix<L, -1, -1> wl = w.cast<L>(), ul = u.cast<L>();
+  MatD a(9, 4);
+  Eigen::Matrix<L, -1, -1> al(9, 4);
+  const geomopt::StiefelMuonOptions solved{.tolerance = 1e-12, .max_iterations = 1000};
+  geomopt::StiefelMuonDirection<double>(9, 4).solve(w.data(), u.data(), a.data(), solved);
+  const auto r = geomopt::StiefelMuonDirection<L>(9, 4).solve(wl.data(), ul.data(), al.data(), solved);
+  CHECK(r.converged);
+  CHECK((al.cast<double>() - a).norm() < 1e-8);
+  MatD wd = w;
+  Eigen::Matrix<L, -1, -1> wll = wl;
+  geomopt::detail::StiefelMuonPolarStep<double> step(9, 4);
+  geomopt::detail::StiefelMuonPolarStep<L> step_l(9, 4);
+  step.prepare(wd.data(), u.data(), 0.1, solved, nullptr);
+  step.apply(wd.data(), u.data());
+  step_l.prepare(wll.data(), ul.data(), 0.1, solved, nullptr);
+  step_l.apply(wll.data(), ul.data());
+  CHECK((wll.cast<double>() - wd).norm() < 1e-8);
+  CHECK((wll.transpose() * wll - Eigen::Matrix<L, -1, -1>::Identity(4, 4)).norm() < 1e-15L);
+}
+
 TEST_CASE("ManifoldMuon direction: closed forms on St(n, n) and the sphere") {
   geomopt::Rng rng(21);
   for (auto method : {geomopt::StiefelMuonMethod::fixed_point, geomopt::StiefelMuonMethod::dual_ascent}) {
