@@ -346,6 +346,49 @@ TEST_CASE_TEMPLATE("ManifoldMuon: leaves of a trivial tangent space stay put", T
   for (std::size_t i = 0; i < 4; ++i) CHECK(st.direction_report(i).primal == 0);
 }
 
+TEST_CASE_TEMPLATE("ManifoldMuon: a leaf without a gradient sits the step out; empty leaves step", T, float, double) {
+  geomopt::Rng rng(43);
+  const Problem problem(rng);
+  geomopt::ManifoldMuon muon({.lr = 0.03}, {.missing_gradient = geomopt::MissingGradient::skip});
+  Family<T> p = random_family<T>(rng);
+  auto st = muon.init(p);
+  muon.step(p, problem.gradient(p), st);
+  auto leaf_slots = [&](std::size_t i) {
+    std::vector<double> v;
+    st.for_each_slot_of_leaf(i, [&](const std::string&, std::string_view, const auto& d) {
+      for (Eigen::Index k = 0; k < d.size(); ++k) v.push_back(static_cast<double>(d.data()[k]));
+    });
+    return v;
+  };
+  const Family<T> before = p;
+  const std::vector<double> oblique = leaf_slots(3), sphere = leaf_slots(0);
+  Family<T> g = problem.gradient(p);
+  g.cols = geomopt::Oblique<T>();
+  muon.step(p, g, st);
+  CHECK(p.cols.value() == before.cols.value());
+  CHECK(leaf_slots(3) == oblique);
+  CHECK(p.sphere.value() != before.sphere.value());
+  CHECK(leaf_slots(0) != sphere);
+  CHECK(st.leaf_step_count(3) == 1);
+  CHECK(st.leaf_step_count(0) == 2);
+  // Zero-size leaves: Gr(4, 0) and Oblique(4, 0) have one point each; the step leaves them and moves the others.
+  Family<T> e{geomopt::Sphere<T>::random_point(rng, 3), geomopt::SpecialOrthogonal<T>::random_point(rng, 2),
+              geomopt::Grassmann<T>(4, 0), geomopt::Oblique<T>(4, 0)};
+  const Family<T> e0 = e;
+  geomopt::ManifoldMuon plain({.lr = 0.03}, {.clip_norm = 1.0});
+  auto se = plain.init(e);
+  Family<T> ge = e;
+  ge.sphere.value().setOnes();
+  ge.rot.value() << T(0), T(1), T(-1), T(0.5);
+  for (int k = 0; k < 3; ++k) plain.step(e, ge, se);
+  CHECK(e.plane.value().size() == 0);
+  CHECK(e.cols.value().size() == 0);
+  CHECK(e.sphere.value() != e0.sphere.value());
+  CHECK(e.rot.value() != e0.rot.value());
+  CHECK(geomopt::check(e.rot) < 1e-5);
+  for (double v : slots(se)) CHECK(std::isfinite(v));
+}
+
 TEST_CASE_TEMPLATE("ManifoldMuon: LeafOptions::muon = false gives a manifold leaf to the fallback", T, float, double) {
   geomopt::Rng rng(31);
   const Problem problem(rng);
