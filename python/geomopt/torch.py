@@ -7,8 +7,8 @@
     loss.backward(); opt.step()                         # w stays on the Stiefel manifold
 
 SGD, Adam, AdamW, RMSprop and Adagrad follow their torch.optim namesakes; Muon (torch.optim.Muon's arguments) and
-ManifoldMuon step matrices (and ManifoldMuon's Stiefel frames) by orthogonalized momentum and every other parameter by
-AdamW (``adamw_*`` options) in the same step.
+ManifoldMuon step matrices (and ManifoldMuon's Stiefel, Sphere, SpecialOrthogonal, Grassmann and Oblique parameters) by
+orthogonalized momentum and every other parameter by AdamW (``adamw_*`` options) in the same step.
 
 Each optimizer is a ``torch.optim.Optimizer`` with torch's constructor arguments and parameter groups, plus geomopt's
 common options (keyword-only): ``clip_norm`` (clip the gradients by their global norm, a manifold parameter's counted
@@ -594,7 +594,7 @@ _STIEFEL_RETRACTIONS = ("polar", "cayley", "geodesic")
 
 
 class _MuonBase(_GeomoptOptimizer):
-    """Muon's leaves (matrices; ManifoldMuon's Stiefel frames too) and AdamW's (the rest) in one step. A group's
+    """Muon's leaves (matrices; ManifoldMuon's manifold parameters too) and AdamW's (the rest) in one step. A group's
     ``lr`` and ``weight_decay`` are Muon's, its ``adamw_lr`` and ``adamw_weight_decay`` AdamW's; ``use_muon`` (None,
     True or False) picks its leaves. A Euclidean parameter of three or more dimensions is, by default, a matrix of its
     first dimension by the others (a convolution kernel [out, in, kh, kw] as out x (in kh kw), the reshape of Keller
@@ -662,12 +662,17 @@ class Muon(_MuonBase):
 
 
 class ManifoldMuon(_MuonBase):
-    """Manifold Muon: Muon's step for Euclidean matrices, and for each Stiefel parameter the spectral-norm steepest
-    descent within its tangent space, returned to the manifold by ``stiefel_retraction`` ('polar', 'cayley' or
-    'geodesic'); every other parameter by AdamW, as in Muon. Each step makes ``stiefel_max_iterations`` updates of
-    the direction's multiplier, started from the one the parameter's previous step left (``stiefel_warm_start``; the
-    state's "multiplier"); ``stiefel_warm_start=False`` with a large ``stiefel_max_iterations`` solves each step to
-    ``stiefel_tolerance`` from scratch."""
+    """Manifold Muon: Muon's step for Euclidean matrices, and for each Stiefel, Sphere, SpecialOrthogonal, Grassmann
+    or Oblique parameter the spectral-norm steepest descent within its tangent space of its momentum (the same
+    momentum, Nesterov blend and ``lr``); every other parameter by AdamW, as in Muon (``use_muon=False`` sends a
+    group's manifold parameters to AdamW too). A Stiefel parameter returns to its manifold by ``stiefel_retraction``
+    ('polar', 'cayley' or 'geodesic'); each step makes ``stiefel_max_iterations`` updates of the direction's
+    multiplier, started from the one the parameter's previous step left (``stiefel_warm_start``; the state's
+    "multiplier"); ``stiefel_warm_start=False`` with a large ``stiefel_max_iterations`` solves each step to
+    ``stiefel_tolerance`` from scratch. The other four return by their manifold's retraction (``retraction``, else
+    its default). Their directions are closed forms, except Oblique's: a Newton iteration on a multiplier per unit row
+    (the state's "multiplier"), started from the previous step's, of at most ``oblique_max_iterations``
+    steps, stopping at the relative duality gap ``oblique_tolerance``."""
 
     _kernel = "ManifoldMuon"
 
@@ -675,16 +680,21 @@ class ManifoldMuon(_MuonBase):
                  ns_coefficients=(3.4445, -4.775, 2.0315), eps=1e-7, ns_steps=5, adjust_lr_fn=None, *,
                  adamw_lr=1e-3, adamw_betas=(0.9, 0.999), adamw_eps=1e-8, adamw_weight_decay=1e-2,
                  stiefel_retraction="polar", stiefel_method="fixed_point", stiefel_tolerance=1e-6,
-                 stiefel_max_iterations=1, stiefel_warm_start=True, batched=False, **common):
+                 stiefel_max_iterations=1, stiefel_warm_start=True, oblique_tolerance=1e-6,
+                 oblique_max_iterations=5, batched=False, **common):
         _require(stiefel_retraction in _STIEFEL_RETRACTIONS, "stiefel_retraction", stiefel_retraction)
         _require(stiefel_method in _STIEFEL_METHODS, "stiefel_method", stiefel_method)
         _require(stiefel_tolerance > 0, "stiefel_tolerance", stiefel_tolerance)
         _require(isinstance(stiefel_max_iterations, int) and stiefel_max_iterations >= 1, "stiefel_max_iterations",
                  stiefel_max_iterations)
         _require(isinstance(stiefel_warm_start, bool), "stiefel_warm_start", stiefel_warm_start)
+        _require(oblique_tolerance > 0, "oblique_tolerance", oblique_tolerance)
+        _require(isinstance(oblique_max_iterations, int) and 0 <= oblique_max_iterations <= 100000,
+                 "oblique_max_iterations", oblique_max_iterations)
         extra = dict(stiefel_retraction=stiefel_retraction, stiefel_method=stiefel_method,
                      stiefel_tolerance=stiefel_tolerance, stiefel_max_iterations=stiefel_max_iterations,
-                     stiefel_warm_start=stiefel_warm_start, batched=batched)
+                     stiefel_warm_start=stiefel_warm_start, oblique_tolerance=oblique_tolerance,
+                     oblique_max_iterations=oblique_max_iterations, batched=batched)
         super().__init__(params, lr, weight_decay, momentum, nesterov, ns_coefficients, eps, ns_steps, adjust_lr_fn,
                          adamw_lr, adamw_betas, adamw_eps, adamw_weight_decay, extra, common)
 
@@ -694,5 +704,7 @@ class ManifoldMuon(_MuonBase):
                  stiefel_method=float(_STIEFEL_METHODS.index(g["stiefel_method"])),
                  stiefel_tolerance=float(g["stiefel_tolerance"]),
                  stiefel_max_iterations=float(g["stiefel_max_iterations"]),
-                 stiefel_warm_start=float(g["stiefel_warm_start"]))
+                 stiefel_warm_start=float(g["stiefel_warm_start"]),
+                 oblique_tolerance=float(g["oblique_tolerance"]),
+                 oblique_max_iterations=float(g["oblique_max_iterations"]))
         return o

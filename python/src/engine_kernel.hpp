@@ -58,6 +58,8 @@ typename Opt::Options optimizer_options(const OptionMap& options) {
       read_option(options, "stiefel_tolerance", o.stiefel.tolerance, used);
       read_option(options, "stiefel_max_iterations", o.stiefel.max_iterations, used);
       read_option(options, "stiefel_warm_start", o.stiefel.warm_start, used);
+      read_option(options, "oblique_tolerance", o.oblique.tolerance, used);
+      read_option(options, "oblique_max_iterations", o.oblique.max_iterations, used);
     }
   } else if constexpr (std::is_same_v<Opt, Optimizer<SGDKernel>>) {
     read_option(options, "momentum", o.momentum, used);

@@ -197,6 +197,50 @@ TEST_CASE("every option that changes the trajectory is recorded, an enumerated o
   CHECK(same.step_count() == 1);
 }
 
+namespace {
+
+struct Rows {
+  geomopt::Oblique<double> cols;
+  geomopt::Sphere<double> dir;
+  GEOMOPT_PTREE(cols, dir)
+};
+
+// The gradient of -sum_j c_j^T S c_j - d^T S d, S = diag(1, .., 6): nonlinear in the point.
+Rows rows_gradient(const Rows& x) {
+  const Eigen::VectorXd s = Eigen::VectorXd::LinSpaced(6, 1, 6);
+  Rows g = x;
+  g.cols.value() = -2 * s.asDiagonal() * x.cols.value();
+  g.dir.value() = -2 * s.asDiagonal() * x.dir.value();
+  return g;
+}
+
+Rows make_rows(unsigned seed) {
+  geomopt::Rng rng(seed);
+  return {geomopt::Oblique<double>::random_point(rng, 6, 3), geomopt::Sphere<double>::random_point(rng, 6)};
+}
+
+}  // namespace
+
+TEST_CASE("ManifoldMuon's Oblique and Sphere leaves resume exactly, the Oblique multiplier with them") {
+  iotest::ScratchDir dir("oblique_muon");
+  geomopt::ManifoldMuon muon({.lr = 0.05});
+  Rows a = make_rows(1);
+  auto sa = muon.init(a);
+  for (int k = 0; k < 8; ++k) muon.step(a, rows_gradient(a), sa);
+  Rows b = make_rows(1);
+  auto sb = muon.init(b);
+  for (int k = 0; k < 4; ++k) muon.step(b, rows_gradient(b), sb);
+  geomopt::io::save_checkpoint(dir.file("ckpt.h5"), b, sb);
+  CHECK(geomopt::io::describe(dir.file("ckpt.h5")).find("multiplier") != std::string::npos);
+  Rows c = make_rows(2);
+  auto sc = muon.init(c);
+  CHECK(geomopt::io::load_checkpoint(dir.file("ckpt.h5"), c, sc).complete());
+  CHECK(slot_bytes(sc) == slot_bytes(sb));
+  for (int k = 0; k < 4; ++k) muon.step(c, rows_gradient(c), sc);
+  CHECK(iotest::snapshot(c) == iotest::snapshot(a));
+  CHECK(slot_bytes(sc) == slot_bytes(sa));
+}
+
 TEST_CASE("the state is stored by path with the optimizer's kind, step, hyperparameters and metadata") {
   iotest::ScratchDir dir("state");
   geomopt::Adam adam({.lr = 0.02});

@@ -13,11 +13,17 @@
 // the momentum B only. A leaf of m matrices one after another (LeafOptions::muon_matrices = m: per-head or per-expert
 // weights) takes the last line per matrix, by that matrix's shape.
 //
-// ManifoldMuon steps Stiefel leaves (W^T W = I, N x n) by the spectral-norm steepest tangent direction A of the
-// momentum U (stiefel_muon.hpp), then W <- R_W(-lr A) by the polar retraction msign(W - lr A) (or the library's Cayley
-// or geodesic retraction). Its Euclidean matrix leaves take Muon's step, every other leaf the fallback's.
+// ManifoldMuon steps the leaves of five manifolds by the spectral-norm steepest tangent direction A of the momentum
+// blend U, with the same momentum, Nesterov blend and lr scale as Muon's matrices:
+//   - Stiefel (W^T W = I, N x n): A from stiefel_muon.hpp, then W <- R_W(-lr A) by the polar retraction
+//     msign(W - lr A) (or the library's Cayley or geodesic retraction, MuonOptions::retraction);
+//   - Sphere, SpecialOrthogonal, Grassmann, Oblique: A from spectral_directions.hpp (Oblique's multiplier warm-started
+//     from the leaf's previous step, MuonOptions::oblique its budget), then W <- R_W(-lr A) by the leaf manifold's
+//     own retraction (LeafOptions::retraction, else CommonOptions::retraction, else the manifold's default).
+// Its Euclidean matrix leaves take Muon's step, every other leaf the fallback's.
 //
-// Its leaves are matrices and Stiefel points, owned or over borrowed memory (ptree::BorrowedArray, Borrowed<Stiefel>).
+// Its leaves are matrices and points of those five manifolds, owned or over borrowed memory (ptree::BorrowedArray,
+// Borrowed<Stiefel>, Borrowed<Sphere>, ...).
 //
 // Structure: MuonCore is Muon's step alone, a member of the step protocol (step_protocol.hpp) built on the public
 // parts of the library; BasicMuon is the Partition (partition.hpp) of MuonCore and the fallback optimizer, and is
@@ -56,6 +62,7 @@
 #include "geomopt/optimizers/optimizer.hpp"
 #include "geomopt/optimizers/options.hpp"
 #include "geomopt/optimizers/partition.hpp"
+#include "geomopt/optimizers/spectral_directions.hpp"
 #include "geomopt/optimizers/state.hpp"
 #include "geomopt/optimizers/step_protocol.hpp"
 #include "geomopt/optimizers/stiefel_muon.hpp"
@@ -123,6 +130,12 @@ struct MuonOptions {
   /// the measurements behind it); StiefelMuonOptions{} solves every step to its tolerance from a cold start.
   StiefelMuonOptions stiefel{.max_iterations = 1, .warm_start = true};
   StiefelMuonRetraction retraction = StiefelMuonRetraction::polar;
+  /// ManifoldMuon: the Oblique direction's Newton continuation, started from the multiplier of the leaf's previous
+  /// step. By default at most 5 Newton steps a step: tall leaves then converge to the tolerance in most steps at the
+  /// cost of a full solve, square and wide ones stop within a few percent of the optimal alignment (feasible
+  /// directions) at a third of it; docs/design.md, "The family on Sphere, SO(n), Grassmann and Oblique", has the
+  /// measurements. ObliqueMuonOptions{} solves every step to its tolerance.
+  ObliqueMuonOptions oblique{.max_iterations = 5};
   typename Fallback::Options fallback{};
 
   MsignOptions msign_options() const {
@@ -143,6 +156,7 @@ struct MuonOptions {
     if (!(weight_decay >= 0)) fail("weight_decay must be >= 0", weight_decay);
     msign_options().validate();
     stiefel.validate();
+    oblique.validate();
     fallback.validate();
   }
 };
@@ -152,6 +166,59 @@ namespace detail {
 template <class T>
 using MuonMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
 
+// How Muon steps one of its leaves: a Euclidean matrix by msign, a manifold leaf (ManifoldMuon) by its manifold's
+// spectral direction and a retraction.
+enum class MuonLeafKind { matrix, stiefel, sphere, special_orthogonal, grassmann, oblique };
+
+inline const char* muon_kind_name(MuonLeafKind k) noexcept {
+  switch (k) {
+    case MuonLeafKind::matrix:
+      return "matrix";
+    case MuonLeafKind::stiefel:
+      return "Stiefel";
+    case MuonLeafKind::sphere:
+      return "Sphere";
+    case MuonLeafKind::special_orthogonal:
+      return "SpecialOrthogonal";
+    case MuonLeafKind::grassmann:
+      return "Grassmann";
+    case MuonLeafKind::oblique:
+      return "Oblique";
+  }
+  return "?";
+}
+
+// Whether a manifold's name (M::kName, as LeafInfo::kind holds it) is one of the kinds ManifoldMuon steps.
+inline bool muon_manifold_name(std::string_view name) noexcept {
+  for (MuonLeafKind k : {MuonLeafKind::stiefel, MuonLeafKind::sphere, MuonLeafKind::special_orthogonal,
+                         MuonLeafKind::grassmann, MuonLeafKind::oblique})
+    if (name == muon_kind_name(k)) return true;
+  return false;
+}
+
+// The manifold leaves ManifoldMuon steps, as a message lists them.
+inline constexpr const char* kManifoldMuonLeaves = "Stiefel, Sphere, SpecialOrthogonal, Grassmann and Oblique leaves";
+
+// The one map from a leaf type of scalar T to its kind: a point of one of the five manifolds, owned or Borrowed;
+// matrix for every other type (Euclidean leaves, other manifolds: init tells them apart).
+template <class L, class T>
+constexpr MuonLeafKind muon_leaf_kind() {
+  auto is = [](auto tag) {
+    using M = typename decltype(tag)::type;
+    return std::is_same_v<L, M> || std::is_same_v<L, Borrowed<M>>;
+  };
+  if (is(std::type_identity<Stiefel<T>>{})) return MuonLeafKind::stiefel;
+  if (is(std::type_identity<Sphere<T>>{})) return MuonLeafKind::sphere;
+  if (is(std::type_identity<SpecialOrthogonal<T>>{})) return MuonLeafKind::special_orthogonal;
+  if (is(std::type_identity<Grassmann<T>>{})) return MuonLeafKind::grassmann;
+  if (is(std::type_identity<Oblique<T>>{})) return MuonLeafKind::oblique;
+  return MuonLeafKind::matrix;
+}
+
+// Whether a leaf of scalar T is a point ManifoldMuon steps by a spectral direction.
+template <class L, class T>
+inline constexpr bool muon_manifold_leaf = muon_leaf_kind<L, T>() != MuonLeafKind::matrix;
+
 // What Muon keeps of one of its leaves.
 struct MuonLeafRecord {
   std::size_t leaf = 0;             // index in walk order
@@ -159,35 +226,86 @@ struct MuonLeafRecord {
   bool transposed = false;          // a row-major matrix: rows x cols is the transpose of its shape
   Eigen::Index matrices = 1;        // LeafOptions::muon_matrices: rows x (cols / matrices) blocks, one after another
   Eigen::Index offset = 0;          // first entry of its momentum
-  bool stiefel = false;             // ManifoldMuon's Stiefel leaf
-  Eigen::Index multiplier = -1;     // a Stiefel leaf under StiefelMuonOptions::warm_start: first entry of it
+  MuonLeafKind kind = MuonLeafKind::matrix;
+  // First entry of its multiplier in the state: a Stiefel leaf's n x n under StiefelMuonOptions::warm_start, an
+  // Oblique leaf's n entries always; -1 for none.
+  Eigen::Index multiplier = -1;
   double lr_scale = 1;
   double weight_decay = 0;
-  bool weight_decay_set = false;  // by the rule (else Muon's weight_decay applies)
-  StiefelMuonRetraction retraction = StiefelMuonRetraction::polar;
+  bool weight_decay_set = false;                                    // by the rule (else Muon's weight_decay applies)
+  StiefelMuonRetraction retraction = StiefelMuonRetraction::polar;  // a Stiefel leaf's
+  Retraction manifold_retraction = Retraction::cayley;              // the other manifold leaves' (leaf_retraction)
   std::int64_t skipped = 0;  // steps sat out for want of a gradient (MissingGradient::skip)
   bool missing = false;      // this step's gradient is empty and the leaf sits it out
+
+  bool manifold() const noexcept { return kind != MuonLeafKind::matrix; }
+  bool stiefel() const noexcept { return kind == MuonLeafKind::stiefel; }
+  // A leaf stepped by a spectral_directions.hpp direction and its manifold's own retraction.
+  bool spectral() const noexcept { return manifold() && !stiefel(); }
+  // Entries of its multiplier in the state (when kept).
+  Eigen::Index multiplier_size() const noexcept {
+    return stiefel() ? cols * cols : kind == MuonLeafKind::oblique ? cols : 0;
+  }
 };
 
-// Whether a leaf of scalar T is a Stiefel point ManifoldMuon steps: Stiefel<T>, or one over borrowed memory.
-template <class L, class T>
-inline constexpr bool muon_stiefel_leaf = std::is_same_v<L, Stiefel<T>> || std::is_same_v<L, Borrowed<Stiefel<T>>>;
+// The direction of a Sphere, SpecialOrthogonal, Grassmann or Oblique leaf: one of spectral_directions.hpp's, by kind.
+template <class T>
+struct SpectralLeafDirection {
+  std::unique_ptr<SphereMuonDirection<T>> sphere;
+  std::unique_ptr<SpecialOrthogonalMuonDirection<T>> special_orthogonal;
+  std::unique_ptr<GrassmannMuonDirection<T>> grassmann;
+  std::unique_ptr<ObliqueMuonDirection<T>> oblique;
+
+  SpectralLeafDirection(MuonLeafKind kind, Eigen::Index rows, Eigen::Index cols) {
+    switch (kind) {
+      case MuonLeafKind::sphere:
+        sphere = std::make_unique<SphereMuonDirection<T>>(rows, cols);
+        break;
+      case MuonLeafKind::special_orthogonal:
+        special_orthogonal = std::make_unique<SpecialOrthogonalMuonDirection<T>>(rows, cols);
+        break;
+      case MuonLeafKind::grassmann:
+        grassmann = std::make_unique<GrassmannMuonDirection<T>>(rows, cols);
+        break;
+      case MuonLeafKind::oblique:
+        oblique = std::make_unique<ObliqueMuonDirection<T>>(rows, cols);
+        break;
+      default:
+        throw std::logic_error("SpectralLeafDirection: not a spectral leaf kind");
+    }
+  }
+
+  // a <- the direction for w and g; an Oblique leaf's multiplier d (n entries) receives the next and, with warm, is
+  // the start.
+  SpectralDirectionReport solve(const T* w, const T* g, T* a, const ObliqueMuonOptions& o, T* d, bool warm) {
+    if (sphere) return sphere->solve(w, g, a);
+    if (special_orthogonal) return special_orthogonal->solve(w, g, a);
+    if (grassmann) return grassmann->solve(w, g, a);
+    return oblique->solve(w, g, a, o, d, warm);
+  }
+
+  std::size_t bytes() const noexcept {
+    return (sphere ? sphere->bytes() : 0) + (special_orthogonal ? special_orthogonal->bytes() : 0) +
+           (grassmann ? grassmann->bytes() : 0) + (oblique ? oblique->bytes() : 0);
+  }
+};
 
 // The per-step buffers of one Muon leaf (scratch, rebuilt by init).
 template <class T>
 struct MuonLeafWork {
   MuonMatrix<T> u;  // the update before msign / the direction's input
   MsignWorkspace<T> ms;
-  // Stiefel leaves:
-  MuonMatrix<T> a, z;  // the direction; Z = W^T G for the gradient norm
+  // Manifold leaves:
+  MuonMatrix<T> a, z;  // the direction; Z = W^T G for a Stiefel leaf's gradient norm
   std::unique_ptr<StiefelMuonDirection<T>> direction;
-  std::unique_ptr<StiefelMuonPolarStep<T>> polar;  // the polar retraction with the fixed point: the fused step
-  MuonMatrix<T> multiplier;                        // the direction's next multiplier, until the step writes it
-  StiefelMuonReport report;                        // of the last step's direction
-  Eigen::MatrixXd yd, gram, p;                     // polar: W - lr A in double, its Gram matrix, (Gram)^-1/2
+  std::unique_ptr<SpectralLeafDirection<T>> spectral;  // the other manifolds' direction
+  std::unique_ptr<StiefelMuonPolarStep<T>> polar;      // the polar retraction with the fixed point: the fused step
+  MuonMatrix<T> multiplier;                            // the direction's next multiplier, until the step writes it
+  StiefelMuonReport report;                            // of the last step's direction
+  Eigen::MatrixXd yd, gram, p;                         // polar: W - lr A in double, its Gram matrix, (Gram)^-1/2
   Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig;
   MuonMatrix<T> pt;
-  std::unique_ptr<ManifoldStepper<T>> stepper;  // cayley / geodesic
+  std::unique_ptr<ManifoldStepper<T>> stepper;  // Stiefel's cayley / geodesic, the other manifolds' retraction
   MuonMatrix<T> coords;
   double squared = 0;  // the gradient's squared norm at the last prepass
 
@@ -195,6 +313,7 @@ struct MuonLeafWork {
     std::size_t b = static_cast<std::size_t>(u.size() + a.size() + z.size() + pt.size() + coords.size()) * sizeof(T) +
                     ms.bytes() + static_cast<std::size_t>(yd.size() + gram.size() + p.size()) * sizeof(double);
     if (direction) b += direction->bytes();
+    if (spectral) b += spectral->bytes();
     if (polar) b += polar->bytes();
     b += static_cast<std::size_t>(multiplier.size()) * sizeof(T);
     if (stepper) b += stepper->workspace_bytes();
@@ -204,10 +323,10 @@ struct MuonLeafWork {
 
 }  // namespace detail
 
-/// The state of MuonCore for one parameter tree: the momentum of its leaves and, under StiefelMuonOptions::warm_start,
-/// the multiplier of ManifoldMuon's Stiefel leaves; every other leaf is frozen or excluded (another group's). Walked
-/// like an OptimizerState: for_each_slot gives a Muon leaf's "momentum_buffer" shaped like the leaf, then a Stiefel
-/// leaf's n x n "multiplier".
+/// The state of MuonCore for one parameter tree: the momentum of its leaves, the multiplier of ManifoldMuon's Stiefel
+/// leaves under StiefelMuonOptions::warm_start and of its Oblique leaves always; every other leaf is frozen or excluded
+/// (another group's). Walked like an OptimizerState: for_each_slot gives a Muon leaf's "momentum_buffer" shaped like
+/// the leaf, then a Stiefel leaf's n x n "multiplier" or an Oblique leaf's n x 1 "multiplier".
 template <class Tree>
 class MuonCoreState {
  public:
@@ -245,12 +364,13 @@ class MuonCoreState {
       if (r.skipped != 0) f(paths_[r.leaf], step_ - r.skipped);
   }
   /// Changes leaf i's lr_scale or weight decay between steps: std::invalid_argument naming the leaf for a leaf that
-  /// is not Muon's or a value that is not >= 0 (a Stiefel leaf's weight decay must stay 0), and nothing changes then.
+  /// is not Muon's or a value that is not >= 0 (a manifold leaf's weight decay must stay 0), and nothing changes then.
   void set_leaf_lr_scale(std::size_t i, double lr_scale) { changeable(i, "lr_scale", lr_scale).lr_scale = lr_scale; }
   void set_leaf_weight_decay(std::size_t i, double weight_decay) {
     auto& rec = changeable(i, "weight_decay", weight_decay);
-    if (rec.stiefel && weight_decay != 0)
-      throw std::invalid_argument(leaf_path(i) + ": weight decay does not apply to Stiefel leaves");
+    if (rec.manifold() && weight_decay != 0)
+      throw std::invalid_argument(leaf_path(i) + ": weight decay does not apply to " + muon_kind_name(rec.kind) +
+                                  " leaves");
     rec.weight_decay = weight_decay;
     rec.weight_decay_set = true;
   }
@@ -276,18 +396,21 @@ class MuonCoreState {
   bool muon_leaf(std::size_t i) const { return muon_of_leaf_.at(i) >= 0; }
   bool leaf_frozen(std::size_t i) const { return !muon_leaf(i); }
   std::size_t muon_leaf_count() const noexcept { return records_.size(); }
-  /// ManifoldMuon: what the last step's direction solve of Stiefel leaf i reported (iterations, convergence, duality
-  /// gap; all zero before the first step). Throws std::invalid_argument when leaf i is not one of its Stiefel leaves.
+  /// ManifoldMuon: what the last step's direction solve of manifold leaf i reported (iterations, convergence, duality
+  /// gap; all zero before the first step). A Sphere, SpecialOrthogonal, Grassmann or Oblique leaf reports its
+  /// SpectralDirectionReport in these fields, which mean the same (iterations 0 and converged for the closed forms).
+  /// Throws std::invalid_argument when leaf i is not one of its manifold leaves.
   const StiefelMuonReport& direction_report(std::size_t i) const {
     const int m = i < muon_of_leaf_.size() ? muon_of_leaf_[i] : -1;
-    if (m < 0 || !records_[static_cast<std::size_t>(m)].stiefel)
+    if (m < 0 || !records_[static_cast<std::size_t>(m)].manifold())
       throw std::invalid_argument("MuonState::direction_report: leaf " + std::to_string(i) +
-                                  " is not a Stiefel leaf stepped by ManifoldMuon");
+                                  " is not a Stiefel leaf or another manifold leaf stepped by ManifoldMuon (" +
+                                  detail::kManifoldMuonLeaves + ")");
     return work_[static_cast<std::size_t>(m)]->report;
   }
 
   /// f(path, name, value) for each per-leaf option (see OptimizerState::for_each_leaf_option); a Stiefel leaf
-  /// reports its StiefelMuonRetraction ("polar", "cayley" or "geodesic").
+  /// reports its StiefelMuonRetraction ("polar", "cayley" or "geodesic"), another manifold leaf its Retraction.
   template <class F>
   void for_each_leaf_option(F&& f) const {
     for (std::size_t i = 0; i < paths_.size(); ++i) for_each_option_of_leaf(i, f);
@@ -300,7 +423,8 @@ class MuonCoreState {
     const auto& r = records_[static_cast<std::size_t>(m)];
     f(paths_[i], std::string_view("lr_scale"), r.lr_scale);
     if (r.weight_decay_set) f(paths_[i], std::string_view("weight_decay"), r.weight_decay);
-    if (r.stiefel) f(paths_[i], std::string_view("retraction"), retraction_name(r.retraction));
+    if (r.stiefel()) f(paths_[i], std::string_view("retraction"), retraction_name(r.retraction));
+    if (r.spectral()) f(paths_[i], std::string_view("retraction"), retraction_name(r.manifold_retraction));
     if (r.matrices != 1) f(paths_[i], std::string_view("muon_matrices"), static_cast<double>(r.matrices));
   }
 
@@ -345,7 +469,8 @@ class MuonCoreState {
     const auto& r = self.records_[static_cast<std::size_t>(m)];
     f(self.paths_[i], std::string_view("momentum_buffer"), Map(self.momentum_.data() + r.offset, r.rows, r.cols));
     if (r.multiplier >= 0)
-      f(self.paths_[i], std::string_view("multiplier"), Map(self.multipliers_.data() + r.multiplier, r.cols, r.cols));
+      f(self.paths_[i], std::string_view("multiplier"),
+        Map(self.multipliers_.data() + r.multiplier, r.cols, r.stiefel() ? r.cols : 1));
   }
 
   std::string name_;
@@ -358,7 +483,7 @@ class MuonCoreState {
   std::vector<detail::MuonLeafRecord> records_;
   std::vector<int> muon_of_leaf_;  // per leaf in walk order: its record, or -1
   Vector momentum_;
-  Vector multipliers_;  // per Stiefel leaf under warm_start: its n x n multiplier
+  Vector multipliers_;  // per Stiefel leaf under warm_start its n x n multiplier, per Oblique leaf its n
   std::vector<std::unique_ptr<detail::MuonLeafWork<Scalar>>> work_;
   std::vector<detail::UnitPointers<Scalar>> pointers_;  // per record, found by each step
   std::vector<std::vector<std::size_t>> plan_;          // per thread: records
@@ -366,7 +491,7 @@ class MuonCoreState {
   std::optional<Tree> ema_;
 };
 
-/// Muon's step alone: the orthogonalized (ManifoldMuon: spectral steepest tangent) update of the matrix and Stiefel
+/// Muon's step alone: the orthogonalized (ManifoldMuon: spectral steepest tangent) update of the matrix (and manifold)
 /// leaves its rule gives it, every other leaf frozen or excluded. A member of the step protocol written on the public
 /// parts of the library only; Muon and ManifoldMuon are the Partition of it and a fallback optimizer, and it can be a
 /// group of any Partition. MuonOptions::fallback is ignored.
@@ -388,8 +513,10 @@ class MuonCore {
   StepTransforms transforms() const noexcept { return StepTransforms::of(common_); }
 
   /// The state for params. Every leaf rule(path) neither freezes nor excludes is Muon's: it must be a Euclidean
-  /// leaf of one contiguous matrix block of at least 2 x 2 (ManifoldMuon: or a Stiefel leaf) whose LeafOptions::muon
-  /// is not false; any other throws std::invalid_argument naming the path.
+  /// leaf of one contiguous matrix block of at least 2 x 2 (ManifoldMuon: or a Stiefel, Sphere, SpecialOrthogonal,
+  /// Grassmann or Oblique leaf) whose LeafOptions::muon is not false; any other throws std::invalid_argument naming
+  /// the path. A manifold leaf other than Stiefel retracts by LeafOptions::retraction, else CommonOptions::retraction,
+  /// else its manifold's default.
   template <class Tree>
   MuonCoreState<Tree> init(const Tree& params, const LeafRule& rule = {}) const {
     if constexpr (ptree::tree<Tree>) {
@@ -427,6 +554,9 @@ class MuonCore {
       h.emplace_back("stiefel_acceleration", static_cast<double>(options_.stiefel.acceleration));
       h.emplace_back("stiefel_warm_start", options_.stiefel.warm_start ? 1.0 : 0.0);
       h.emplace_back("retraction", retraction_name(options_.retraction));
+      h.emplace_back("oblique_tolerance", options_.oblique.tolerance);
+      h.emplace_back("oblique_max_iterations", static_cast<double>(options_.oblique.max_iterations));
+      h.emplace_back("oblique_smoothing", options_.oblique.smoothing);
     }
     return h;
   }
@@ -448,7 +578,9 @@ class MuonCore {
   }
 
   /// The squared norms of its gradients: Euclidean for matrices, the canonical Riemannian gradient's for Stiefel
-  /// leaves (|G|^2 - |Z|^2 + |Z - Z^T|^2 / 2 with Z = W^T G, as the library's lift measures it); 0 without norm.
+  /// leaves (|G|^2 - |Z|^2 + |Z - Z^T|^2 / 2 with Z = W^T G, as the library's lift measures it), the Riemannian
+  /// gradient's in its manifold's metric for the other manifold leaves (the squared norm of the lift's orthonormal
+  /// coordinates); 0 without norm.
   template <class Tree>
   double gradient_squared_norm(MuonCoreState<Tree>& st, bool norm) const {
     using T = ptree::scalar_t<Tree>;
@@ -462,7 +594,12 @@ class MuonCore {
       const Eigen::Map<const detail::Mat<T>> g(ptr.g, rec.rows, rec.cols);
       double sq = 0;
       for (Eigen::Index j = 0; j < rec.cols; ++j) sq += g.col(j).template cast<double>().squaredNorm();
-      if (rec.stiefel && std::isfinite(sq)) {
+      if (rec.spectral() && std::isfinite(sq)) {
+        auto& w = *st.work_[r];
+        w.stepper->lift(ptr.p, ptr.g, w.coords.data());
+        sq = w.coords.template cast<double>().squaredNorm();
+      }
+      if (rec.stiefel() && std::isfinite(sq)) {
         auto& z = st.work_[r]->z;
         const Eigen::Map<const detail::Mat<T>> w(ptr.p, rec.rows, rec.cols);
         detail::dense_product<T>(z, w, detail::ProductOp::transposed, g, detail::ProductOp::plain, T(1), false);
@@ -557,15 +694,18 @@ class MuonCore {
           bool eligible = false;
           std::string kind;
           if constexpr (detail::manifold_leaf<L>) {
-            eligible = kManifold && detail::muon_stiefel_leaf<L, T>;
+            eligible = kManifold && detail::muon_manifold_leaf<L, T>;
             kind = "a ";
             kind += L::kName;
             kind += " leaf";
-            if constexpr (detail::muon_stiefel_leaf<L, T>) {
+            if constexpr (detail::muon_manifold_leaf<L, T>) {
               rec.rows = leaf.value().rows();
               rec.cols = leaf.value().cols();
-              rec.stiefel = true;
-              if (!kManifold) kind = "a Stiefel leaf (ManifoldMuon steps those)";
+              rec.kind = detail::muon_leaf_kind<L, T>();
+              if (!kManifold) kind += " (ManifoldMuon steps those)";
+              if (kManifold && rec.spectral())
+                rec.manifold_retraction =
+                    detail::leaf_retraction<L>(path.str(), lo.retraction ? lo.retraction : common_.retraction);
             }
           } else {
             std::size_t blocks = 0;
@@ -585,44 +725,45 @@ class MuonCore {
           }
           if (!eligible)
             throw std::invalid_argument(path.str() + ": " + kName + " steps matrices of at least 2 x 2" +
-                                        (kManifold ? " and Stiefel leaves" : "") + ", this is " + kind +
-                                        " (leave LeafOptions::muon unset or false)");
+                                        (kManifold ? std::string(" and ") + detail::kManifoldMuonLeaves : "") +
+                                        ", this is " + kind + " (leave LeafOptions::muon unset or false)");
           if (!lo.muon.value_or(true))
             throw std::invalid_argument(path.str() + ": LeafOptions::muon is false, yet the leaf is given to " + kName +
                                         "; give it to another group");
           if (lo.muon_matrices != 1) {
             // The split is along the storage's columns: a row-major leaf's rows, a column-major leaf's columns.
             const int m = lo.muon_matrices;
-            if (rec.stiefel || m < 1 || rec.cols % m != 0 || rec.cols / m < 2)
+            if (rec.manifold() || m < 1 || rec.cols % m != 0 || rec.cols / m < 2)
               throw std::invalid_argument(
                   path.str() + ": LeafOptions::muon_matrices = " + std::to_string(m) + " needs a matrix leaf whose " +
                   (rec.transposed ? "rows" : "columns") + " split into that many matrices of at least 2 x 2; this is " +
-                  (rec.stiefel ? std::string("a Stiefel leaf")
-                               : "a " +
-                                     (rec.transposed ? detail::shape_string(rec.cols, rec.rows) + " row-major"
-                                                     : detail::shape_string(rec.rows, rec.cols)) +
-                                     " matrix"));
+                  (rec.manifold() ? std::string("a ") + detail::muon_kind_name(rec.kind) + " leaf"
+                                  : "a " +
+                                        (rec.transposed ? detail::shape_string(rec.cols, rec.rows) + " row-major"
+                                                        : detail::shape_string(rec.rows, rec.cols)) +
+                                        " matrix"));
             rec.matrices = m;
           }
           if (!(lo.lr_scale >= 0))
             throw std::invalid_argument(path.str() + ": lr_scale must be >= 0, got " + std::to_string(lo.lr_scale));
           rec.lr_scale = lo.lr_scale;
-          rec.weight_decay = lo.weight_decay.value_or(rec.stiefel ? 0.0 : options_.weight_decay);
+          rec.weight_decay = lo.weight_decay.value_or(rec.manifold() ? 0.0 : options_.weight_decay);
           rec.weight_decay_set = lo.weight_decay.has_value();
           if (!(rec.weight_decay >= 0))
             throw std::invalid_argument(path.str() + ": weight_decay must be >= 0, got " +
                                         std::to_string(rec.weight_decay));
-          if (rec.stiefel && rec.weight_decay != 0)
-            throw std::invalid_argument(path.str() + ": weight decay does not apply to Stiefel leaves");
+          if (rec.manifold() && rec.weight_decay != 0)
+            throw std::invalid_argument(path.str() + ": weight decay does not apply to " +
+                                        detail::muon_kind_name(rec.kind) + " leaves");
           rec.retraction = options_.retraction;
           if (lo.retraction.has_value())
             rec.retraction =
                 *lo.retraction == Retraction::cayley ? StiefelMuonRetraction::cayley : StiefelMuonRetraction::geodesic;
           rec.offset = entries;
           entries += rec.rows * rec.cols;
-          if (rec.stiefel && options_.stiefel.warm_start) {
+          if ((rec.stiefel() && options_.stiefel.warm_start) || rec.kind == detail::MuonLeafKind::oblique) {
             rec.multiplier = multiplier_entries;
-            multiplier_entries += rec.cols * rec.cols;
+            multiplier_entries += rec.multiplier_size();
           }
           st.muon_of_leaf_.back() = static_cast<int>(st.records_.size());
           st.records_.push_back(rec);
@@ -653,10 +794,10 @@ class MuonCore {
           const auto& rec = st.records_[static_cast<std::size_t>(m)];
           auto w = std::make_unique<detail::MuonLeafWork<T>>();
           w->u.resize(rec.rows, rec.cols);
-          if (rec.stiefel && fused(rec)) {
+          if (rec.stiefel() && fused(rec)) {
             w->z.resize(rec.cols, rec.cols);
             w->polar = std::make_unique<detail::StiefelMuonPolarStep<T>>(rec.rows, rec.cols);
-          } else if (rec.stiefel) {
+          } else if (rec.stiefel()) {
             w->a.resize(rec.rows, rec.cols);
             w->z.resize(rec.cols, rec.cols);
             w->direction = std::make_unique<StiefelMuonDirection<T>>(rec.rows, rec.cols);
@@ -668,10 +809,18 @@ class MuonCore {
               w->pt.resize(rec.cols, rec.cols);
               w->eig = Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd>(rec.cols);
             } else {
-              if constexpr (detail::muon_stiefel_leaf<L, T>) {
+              if constexpr (detail::muon_manifold_leaf<L, T>) {
                 w->stepper = detail::make_leaf_stepper(leaf, SectionPolicy::recomputed);
                 w->coords.resize(w->stepper->tangent_size(), 1);
               }
+            }
+          } else if (rec.spectral()) {
+            w->a.resize(rec.rows, rec.cols);
+            w->spectral = std::make_unique<detail::SpectralLeafDirection<T>>(rec.kind, rec.rows, rec.cols);
+            if (rec.multiplier >= 0) w->multiplier.resize(rec.cols, 1);
+            if constexpr (detail::muon_manifold_leaf<L, T>) {
+              w->stepper = detail::make_leaf_stepper(leaf, SectionPolicy::recomputed);
+              w->coords.resize(w->stepper->tangent_size(), 1);
             }
           } else {
             w->ms.reserve(rec.rows, rec.cols / rec.matrices);
@@ -746,16 +895,18 @@ class MuonCore {
       }
       if constexpr (detail::manifold_leaf<L>) {
         const Eigen::Index rows = p.value().rows(), cols = p.value().cols();
-        if (!rec.stiefel || rows != rec.rows || cols != rec.cols)
-          throw StructureError(
-              path + ": the leaf is a " + detail::shape_string(rows, cols) + " " + L::kName +
-              " point, the state was made for " +
-              (rec.stiefel ? "a " + detail::shape_string(rec.rows, rec.cols) + " Stiefel point" : "a matrix"));
+        if (detail::muon_leaf_kind<L, ptree::scalar_t<Tree>>() != rec.kind || !rec.manifold() || rows != rec.rows ||
+            cols != rec.cols)
+          throw StructureError(path + ": the leaf is a " + detail::shape_string(rows, cols) + " " + L::kName +
+                               " point, the state was made for " +
+                               (rec.manifold() ? "a " + detail::shape_string(rec.rows, rec.cols) + " " +
+                                                     detail::muon_kind_name(rec.kind) + " point"
+                                               : "a matrix"));
         detail::check_like_leaf(path, "gradient", 0, false, g.value(), rows, cols);
         (detail::check_like_leaf(path, "moving average", 0, false, e.value(), rows, cols), ...);
         ptr = {p.value().data(), g.value().data(), detail::ema_data(e.value()...)};
       } else {
-        bool ok = !rec.stiefel;
+        bool ok = !rec.manifold();
         ptree::detail::for_each_block(
             [&](auto& bp, const auto& bg, auto&... be) {
               if (detail::storage_shape(bp) != std::pair{rec.rows, rec.cols}) ok = false;
@@ -780,8 +931,9 @@ class MuonCore {
   }
 
   // The leaf's update from its gradient and momentum into its scratch, writing no state: w.u <- msign(U) for a
-  // matrix, w.a <- the direction for a Stiefel leaf, with U the momentum blend of the step. With `check`, returns
-  // whether the update (and a matrix's new parameters) are finite; true otherwise.
+  // matrix, w.a <- the direction for a manifold leaf (and its next multiplier into w.multiplier), with U the momentum
+  // blend of the step. With `check`, returns whether the update (and a matrix's new parameters) are finite; true
+  // otherwise.
   template <class Tree, class T>
   bool prepare_leaf(MuonCoreState<Tree>& st, std::size_t r, T gscale, bool check) {
     const auto& rec = st.records_[r];
@@ -800,7 +952,7 @@ class MuonCore {
     if (options_.nesterov) u = (keep * gscale) * g + beta * u;
     if (check && !u.allFinite()) return false;
     const double lr = options_.lr * st.factor_ * rec.lr_scale;
-    if (!rec.stiefel) {
+    if (!rec.manifold()) {
       const Eigen::Index block = rec.cols / rec.matrices;
       for (Eigen::Index k = 0; k < rec.matrices; ++k)
         msign_inplace(w.u.middleCols(k * block, block), options_.msign_options(), w.ms);
@@ -808,6 +960,19 @@ class MuonCore {
       const T step = static_cast<T>(lr * shape_scale(rec));
       const ConstArr p(ptr.p, size);
       return (static_cast<T>(1 - lr * rec.weight_decay) * p - step * u).allFinite();
+    }
+    if (rec.spectral()) {
+      // An Oblique leaf's multiplier starts from the one its previous step left (its first step from the tangent
+      // projection of U, the direction's cold start).
+      T* d = nullptr;
+      if (rec.multiplier >= 0) {
+        w.multiplier =
+            Eigen::Map<const detail::Mat<T>>(st.multipliers_.data() + rec.multiplier, rec.multiplier_size(), 1);
+        d = w.multiplier.data();
+      }
+      const bool warm = st.step_ - rec.skipped > 0;
+      w.report = stiefel_report(w.spectral->solve(ptr.p, w.u.data(), w.a.data(), options_.oblique, d, warm));
+      return !check || w.a.allFinite();
     }
     const T* multiplier = rec.multiplier >= 0 ? st.multipliers_.data() + rec.multiplier : nullptr;
     if (w.polar) {
@@ -838,7 +1003,7 @@ class MuonCore {
     buf = beta * buf + ((T(1) - beta) * gscale) * g;
     const double lr = options_.lr * st.factor_ * rec.lr_scale;
     Arr p(ptr.p, size);
-    if (!rec.stiefel) {
+    if (!rec.manifold()) {
       const Arr u(w.u.data(), size);
       const T step = static_cast<T>(lr * shape_scale(rec));
       if (rec.weight_decay != 0) {
@@ -851,6 +1016,10 @@ class MuonCore {
       if (rec.multiplier >= 0)
         Eigen::Map<detail::Mat<T>>(st.multipliers_.data() + rec.multiplier, rec.cols, rec.cols) =
             w.polar->next_multiplier();
+    } else if (rec.spectral()) {
+      retract_spectral(rec, w, ptr.p, static_cast<T>(lr));
+      if (rec.multiplier >= 0)
+        Eigen::Map<detail::Mat<T>>(st.multipliers_.data() + rec.multiplier, rec.multiplier_size(), 1) = w.multiplier;
     } else {
       retract(rec, w, ptr.p, static_cast<T>(lr));
       if (rec.multiplier >= 0)
@@ -894,6 +1063,32 @@ class MuonCore {
                        rec.retraction == StiefelMuonRetraction::cayley ? Retraction::cayley : Retraction::geodesic);
   }
 
+  // W <- R_W(-lr A) for a Sphere, SpecialOrthogonal, Grassmann or Oblique leaf, A in w.a, by the leaf manifold's
+  // retraction. The library's lift gives A's coordinates from the Euclidean gradient whose Riemannian gradient is A:
+  // A itself under the Euclidean metric of Sphere, Grassmann and Oblique, A / 2 under SpecialOrthogonal's
+  // tr(U^T V) / 2. A zero A (a tangent space {0}, or U normal to it) leaves W as it is: R_W(0) = W, exactly.
+  template <class T>
+  static void retract_spectral(const detail::MuonLeafRecord& rec, detail::MuonLeafWork<T>& w, T* y, T lr) {
+    if ((w.a.array() == T(0)).all()) return;
+    const T metric = rec.kind == detail::MuonLeafKind::special_orthogonal ? T(0.5) : T(1);
+    w.u = metric * w.a;
+    w.stepper->lift(y, w.u.data(), w.coords.data());
+    w.coords *= -lr;
+    w.stepper->retract(y, w.coords.data(), rec.manifold_retraction);
+  }
+
+  // A spectral direction's report in the fields direction_report shows (the same quantities).
+  static StiefelMuonReport stiefel_report(const SpectralDirectionReport& s) {
+    StiefelMuonReport r;
+    r.iterations = s.iterations;
+    r.converged = s.converged;
+    r.residual = s.residual;
+    r.dual = s.dual;
+    r.primal = s.primal;
+    r.projected = s.projected;
+    return r;
+  }
+
   Options options_;
   CommonOptions common_;
   std::unique_ptr<detail::ThreadPool> pool_;
@@ -901,9 +1096,10 @@ class MuonCore {
 
 /// The state of Muon or ManifoldMuon for one parameter tree: a PartitionState of two groups, "fallback" (the
 /// fallback optimizer's state, Muon's leaves excluded from it) and "muon" (MuonCore's: the momentum of Muon's leaves
-/// and the multipliers of ManifoldMuon's Stiefel leaves), with the moving average. Saved and restored by geomopt::io
-/// like an OptimizerState: for_each_slot visits every leaf in walk order, a Muon leaf with "momentum_buffer" shaped
-/// like the leaf, then a Stiefel leaf's n x n "multiplier"; the hyperparameters are Muon's, then the fallback's as
+/// and the multipliers of ManifoldMuon's Stiefel and Oblique leaves), with the moving average. Saved and restored by
+/// geomopt::io like an OptimizerState: for_each_slot visits every leaf in walk order, a Muon leaf with
+/// "momentum_buffer" shaped like the leaf, then a Stiefel leaf's n x n or an Oblique leaf's n x 1 "multiplier"; the
+/// hyperparameters are Muon's, then the fallback's as
 /// "fallback.<kernel>.<name>".
 template <class Tree>
 class MuonState : public PartitionState<Tree, OptimizerState<Tree>, MuonCoreState<Tree>> {
@@ -928,16 +1124,16 @@ class MuonState : public PartitionState<Tree, OptimizerState<Tree>, MuonCoreStat
   std::size_t muon_leaf_count() const noexcept { return core().muon_leaf_count(); }
   /// The fallback optimizer's state (Muon's leaves are excluded from it; the moving average is this state's).
   const OptimizerState<Tree>& fallback() const noexcept { return this->template group_state<0>(); }
-  /// ManifoldMuon: what the last step's direction solve of Stiefel leaf i reported (see MuonCoreState).
+  /// ManifoldMuon: what the last step's direction solve of manifold leaf i reported (see MuonCoreState).
   const StiefelMuonReport& direction_report(std::size_t i) const { return core().direction_report(i); }
 
  private:
   const MuonCoreState<Tree>& core() const noexcept { return this->template group_state<1>(); }
 };
 
-/// Muon (kManifold = false) and ManifoldMuon (true): the Partition of MuonCore, which steps the matrices (and Stiefel
-/// leaves) LeafOptions::muon or its default picks, and the fallback optimizer, which steps every other leaf; one step
-/// covers both with CommonOptions' transforms.
+/// Muon (kManifold = false) and ManifoldMuon (true): the Partition of MuonCore, which steps the matrices (and
+/// ManifoldMuon's manifold leaves) LeafOptions::muon or its default picks, and the fallback optimizer, which steps
+/// every other leaf; one step covers both with CommonOptions' transforms.
 template <class Fallback, bool kManifold>
 class BasicMuon {
   using Core = MuonCore<Fallback, kManifold>;
@@ -958,9 +1154,9 @@ class BasicMuon {
   StepTransforms transforms() const noexcept { return StepTransforms::of(common_); }
 
   /// The state for params. A leaf is Muon's when rule(path).muon says so, or, unset, when it is a Euclidean leaf of
-  /// one matrix block of at least 2 x 2 (ManifoldMuon: or a Stiefel leaf); a frozen leaf is the fallback's. Throws
-  /// std::invalid_argument naming the path when a rule asks Muon to step a leaf it cannot (a vector, a packed or
-  /// manifold leaf other than Stiefel).
+  /// one matrix block of at least 2 x 2 (ManifoldMuon: or a Stiefel, Sphere, SpecialOrthogonal, Grassmann or Oblique
+  /// leaf); a frozen leaf is the fallback's. Throws std::invalid_argument naming the path when a rule asks Muon to
+  /// step a leaf it cannot (a vector, a packed leaf, a manifold leaf of another manifold).
   template <class Tree>
   MuonState<Tree> init(const Tree& params, const LeafRule& rule = {}) const {
     if constexpr (ptree::tree<Tree>) {
@@ -1026,12 +1222,12 @@ class BasicMuon {
   }
 
  private:
-  // Muon's leaves: those the rule marks (LeafOptions::muon), or, unmarked, the matrices (and Stiefel leaves); never
-  // a frozen one.
+  // Muon's leaves: those the rule marks (LeafOptions::muon), or, unmarked, the matrices (and ManifoldMuon's manifold
+  // leaves); never a frozen one.
   static GroupRule muon_rule() {
     return [](const LeafInfo& l) {
       if (l.options.frozen || l.options.excluded) return false;
-      return l.options.muon.value_or(l.matrix() || (kManifold && l.kind == "Stiefel"));
+      return l.options.muon.value_or(l.matrix() || (kManifold && detail::muon_manifold_name(l.kind)));
     };
   }
 
@@ -1041,7 +1237,8 @@ class BasicMuon {
 
 /// Muon with AdamW for every other leaf.
 using Muon = BasicMuon<AdamWKernel, false>;
-/// Manifold Muon on Stiefel leaves, Muon on Euclidean matrices, AdamW for every other leaf.
+/// Manifold Muon on Stiefel, Sphere, SpecialOrthogonal, Grassmann and Oblique leaves, Muon on Euclidean matrices, AdamW
+/// for every other leaf.
 using ManifoldMuon = BasicMuon<AdamWKernel, true>;
 
 }  // namespace geomopt
