@@ -206,11 +206,11 @@ TEST_CASE_TEMPLATE("ManifoldMuon: each manifold leaf reaches its known optimum a
   geomopt::Rng rng(11);
   const Problem problem(rng);
   Family<T> p = random_family<T>(rng);
-  const int steps = 2000;
+  constexpr int kSteps = 2000;
   geomopt::ManifoldMuon muon({.lr = 0.05},
-                             {.schedule = [steps](std::int64_t t) { return 1.0 - static_cast<double>(t) / steps; }});
+                             {.schedule = [](std::int64_t t) { return 1.0 - static_cast<double>(t) / kSteps; }});
   auto st = muon.init(p);
-  for (int k = 0; k < steps; ++k) muon.step(p, problem.gradient(p), st);
+  for (int k = 0; k < kSteps; ++k) muon.step(p, problem.gradient(p), st);
   const double on = std::is_same_v<T, float> ? 1e-5 : 1e-12;
   CHECK(geomopt::check(p.sphere) < on);
   CHECK(geomopt::check(p.rot) < on);

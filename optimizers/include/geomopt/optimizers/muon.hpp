@@ -1099,8 +1099,7 @@ class MuonCore {
 /// and the multipliers of ManifoldMuon's Stiefel and Oblique leaves), with the moving average. Saved and restored by
 /// geomopt::io like an OptimizerState: for_each_slot visits every leaf in walk order, a Muon leaf with
 /// "momentum_buffer" shaped like the leaf, then a Stiefel leaf's n x n or an Oblique leaf's n x 1 "multiplier"; the
-/// hyperparameters are Muon's, then the fallback's as
-/// "fallback.<kernel>.<name>".
+/// hyperparameters are Muon's, then the fallback's as "fallback.<kernel>.<name>", then the transforms.
 template <class Tree>
 class MuonState : public PartitionState<Tree, OptimizerState<Tree>, MuonCoreState<Tree>> {
   using Base = PartitionState<Tree, OptimizerState<Tree>, MuonCoreState<Tree>>;
