@@ -52,6 +52,8 @@
 //     function, naming the manifold and the shape it expects;
 //   - solve with a constructed object allocates nothing, and its result depends on the inputs (and the starting
 //     multiplier) only.
+// For float and double, solve runs the arithmetic libgeomopt_optimizers compiled once
+// (compiled_spectral_directions<T>), the same bits a translation unit would compute by instantiating it.
 //
 //   geomopt::ObliqueMuonDirection<float> dir(N, n);
 //   std::vector<float> d(n);
@@ -73,6 +75,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "geomopt/manifolds/any_workspace.hpp"
 #include "geomopt/manifolds/detail/stack_gemm.hpp"
 
 namespace geomopt {
@@ -288,6 +291,57 @@ class SpectralDirectionBase {
 
 }  // namespace detail
 
+template <class T>
+class SphereMuonDirection;
+template <class T>
+class SpecialOrthogonalMuonDirection;
+template <class T>
+class GrassmannMuonDirection;
+template <class T>
+class ObliqueMuonDirection;
+
+namespace detail {
+
+/// Whether this translation unit calls libgeomopt_optimizers' compiled directions for scalar T: the four solves for
+/// float and double are compiled there once (optimizers/src/spectral_directions.cpp), as msign and the Stiefel Muon
+/// arithmetic are, so that a file stepping ManifoldMuon does not instantiate the SVD, the eigensolver and the Newton
+/// iteration behind them.
+template <class T>
+inline constexpr bool compiled_spectral_directions = false;
+
+#if GEOMOPT_USE_COMPILED_KERNELS
+#define GEOMOPT_DECLARE_COMPILED_SPECTRAL_DIRECTIONS(T)                                                            \
+  GEOMOPT_KERNELS_EXPORT SpectralDirectionReport compiled_spectral_solve(SphereMuonDirection<T>& d, const T* w,    \
+                                                                         const T* g, T* a);                        \
+  GEOMOPT_KERNELS_EXPORT SpectralDirectionReport compiled_spectral_solve(SpecialOrthogonalMuonDirection<T>& d,     \
+                                                                         const T* w, const T* g, T* a);            \
+  GEOMOPT_KERNELS_EXPORT SpectralDirectionReport compiled_spectral_solve(GrassmannMuonDirection<T>& d, const T* w, \
+                                                                         const T* g, T* a);                        \
+  GEOMOPT_KERNELS_EXPORT SpectralDirectionReport compiled_spectral_solve(                                          \
+      ObliqueMuonDirection<T>& d, const T* w, const T* g, T* a, const ObliqueMuonOptions& o, T* multiplier,        \
+      bool warm);                                                                                                  \
+  template <>                                                                                                      \
+  inline constexpr bool compiled_spectral_directions<T> = true;
+GEOMOPT_DECLARE_COMPILED_SPECTRAL_DIRECTIONS(float)
+GEOMOPT_DECLARE_COMPILED_SPECTRAL_DIRECTIONS(double)
+#undef GEOMOPT_DECLARE_COMPILED_SPECTRAL_DIRECTIONS
+#endif
+
+// The directions' implementations (their private solve_kernel), which the library's entry points run, and the calls
+// into the library: the unqualified call finds compiled_spectral_solve where compiled_spectral_directions<T> only.
+struct SpectralDirectionKernels {
+  template <class D, class... Args>
+  static SpectralDirectionReport compiled_solve(D& d, Args&&... args) {
+    return compiled_spectral_solve(d, std::forward<Args>(args)...);
+  }
+  template <class D, class... Args>
+  static SpectralDirectionReport solve(D& d, Args&&... args) {
+    return d.solve_kernel(std::forward<Args>(args)...);
+  }
+};
+
+}  // namespace detail
+
 /// The direction on the sphere S^(N-1) at w (N x 1): A = P g / |P g|, P = I - w w^T / (w^T w).
 template <class T>
 class SphereMuonDirection : public detail::SpectralDirectionBase<T> {
@@ -299,6 +353,16 @@ class SphereMuonDirection : public detail::SpectralDirectionBase<T> {
 
   /// a <- the direction for w and g (N entries each).
   SpectralDirectionReport solve(const T* w, const T* g, T* a) {
+    if constexpr (detail::compiled_spectral_directions<T>)
+      return detail::SpectralDirectionKernels::compiled_solve(*this, w, g, a);
+    else
+      return solve_kernel(w, g, a);
+  }
+
+ private:
+  friend struct detail::SpectralDirectionKernels;
+
+  SpectralDirectionReport solve_kernel(const T* w, const T* g, T* a) {
     const Eigen::Index N = this->rows();
     if (N == 0) return this->zero(a);
     if (!this->load(w, g, a)) return this->non_finite();
@@ -321,7 +385,6 @@ class SphereMuonDirection : public detail::SpectralDirectionBase<T> {
     return r;
   }
 
- private:
   static Eigen::Index checked(Eigen::Index rows, Eigen::Index cols) {
     if (cols != 1 || rows < 0)
       throw std::invalid_argument("SphereMuonDirection: Sphere points are N x 1 vectors, got " +
@@ -341,6 +404,16 @@ class SpecialOrthogonalMuonDirection : public detail::SpectralDirectionBase<T> {
       : Base(checked(rows, cols), cols, rows, cols), k_(rows, cols), ad_(rows, cols) {}
 
   SpectralDirectionReport solve(const T* w, const T* g, T* a) {
+    if constexpr (detail::compiled_spectral_directions<T>)
+      return detail::SpectralDirectionKernels::compiled_solve(*this, w, g, a);
+    else
+      return solve_kernel(w, g, a);
+  }
+
+ private:
+  friend struct detail::SpectralDirectionKernels;
+
+  SpectralDirectionReport solve_kernel(const T* w, const T* g, T* a) {
     const Eigen::Index n = this->rows();
     if (n == 0) return this->zero(a);
     if (!this->load(w, g, a)) return this->non_finite();
@@ -367,6 +440,7 @@ class SpecialOrthogonalMuonDirection : public detail::SpectralDirectionBase<T> {
     return r;
   }
 
+ public:
   std::size_t bytes() const noexcept {
     return Base::bytes() + 2 * sizeof(double) * static_cast<std::size_t>(k_.size());
   }
@@ -393,6 +467,16 @@ class GrassmannMuonDirection : public detail::SpectralDirectionBase<T> {
       : Base(checked(rows, cols), cols, rows, cols), k_(cols, cols) {}
 
   SpectralDirectionReport solve(const T* w, const T* g, T* a) {
+    if constexpr (detail::compiled_spectral_directions<T>)
+      return detail::SpectralDirectionKernels::compiled_solve(*this, w, g, a);
+    else
+      return solve_kernel(w, g, a);
+  }
+
+ private:
+  friend struct detail::SpectralDirectionKernels;
+
+  SpectralDirectionReport solve_kernel(const T* w, const T* g, T* a) {
     const Eigen::Index N = this->rows(), n = this->cols();
     if (n == 0) return this->zero(a);
     if (!this->load(w, g, a)) return this->non_finite();
@@ -421,6 +505,7 @@ class GrassmannMuonDirection : public detail::SpectralDirectionBase<T> {
     return r;
   }
 
+ public:
   std::size_t bytes() const noexcept { return Base::bytes() + sizeof(double) * static_cast<std::size_t>(k_.size()); }
 
  private:
@@ -471,6 +556,17 @@ class ObliqueMuonDirection : public detail::SpectralDirectionBase<T> {
   SpectralDirectionReport solve(const T* w, const T* g, T* a, const ObliqueMuonOptions& o = {}, T* multiplier = nullptr,
                                 bool warm = false) {
     o.validate();
+    if constexpr (detail::compiled_spectral_directions<T>)
+      return detail::SpectralDirectionKernels::compiled_solve(*this, w, g, a, o, multiplier, warm);
+    else
+      return solve_kernel(w, g, a, o, multiplier, warm);
+  }
+
+ private:
+  friend struct detail::SpectralDirectionKernels;
+
+  SpectralDirectionReport solve_kernel(const T* w, const T* g, T* a, const ObliqueMuonOptions& o, T* multiplier,
+                                       bool warm) {
     const Eigen::Index N = this->rows(), n = this->cols();
     if (N == 0 || n == 0) return this->zero(a);
     if (!this->load(w, g, a)) {
@@ -587,6 +683,7 @@ class ObliqueMuonDirection : public detail::SpectralDirectionBase<T> {
     return r;
   }
 
+ public:
   std::size_t bytes() const noexcept {
     const auto k = static_cast<std::size_t>(sigma_.size()), N = static_cast<std::size_t>(this->rows()),
                n = static_cast<std::size_t>(this->cols());
