@@ -1,8 +1,8 @@
 // A file compiled with another Eigen alignment than libgeomopt_manifolds (this one with -mavx: 32-byte alignment,
 // the library 16) must not share Eigen matrices with the library (any_workspace.hpp): it instantiates every
 // workspace itself, and the optimizers and the allocating API work there as anywhere.
-//   - compiled_workspace<M> is false here, for every built-in manifold, and so are compiled_msign<T> and
-//     compiled_stiefel_muon<T>;
+//   - compiled_workspace<M> is false here, for every built-in manifold, and so are compiled_msign<T>,
+//     compiled_stiefel_muon<T> and compiled_spectral_directions<T>;
 //   - the library's entry point, called by hand with plain arrays (nothing allocated on one side is freed on the
 //     other), and this file's own workspace agree to rounding (Eigen's AVX products sum in another order);
 //   - an Adam step on a Stiefel leaf keeps the point on the manifold.
@@ -27,10 +27,12 @@ static_assert(EIGEN_MAX_ALIGN_BYTES == 32 && GEOMOPT_COMPILED_KERNELS != EIGEN_M
   static_assert(!geomopt::detail::compiled_workspace<geomopt::Name<float>>);
 GEOMOPT_EVERY_MANIFOLD(GEOMOPT_NOT_COMPILED)
 #undef GEOMOPT_NOT_COMPILED
-// msign and the Stiefel Muon arithmetic too: their compiled instances (libgeomopt_optimizers) have the library's
-// alignment.
+// msign, the Stiefel Muon arithmetic and the spectral directions too: their compiled instances (libgeomopt_optimizers)
+// have the library's alignment.
 static_assert(!geomopt::detail::compiled_msign<float> && !geomopt::detail::compiled_msign<double>);
 static_assert(!geomopt::detail::compiled_stiefel_muon<float> && !geomopt::detail::compiled_stiefel_muon<double>);
+static_assert(!geomopt::detail::compiled_spectral_directions<float> &&
+              !geomopt::detail::compiled_spectral_directions<double>);
 
 // The library's entry, whose declaration any_workspace.hpp leaves out of this file.
 namespace geomopt::detail {

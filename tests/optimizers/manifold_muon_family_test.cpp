@@ -21,6 +21,10 @@
 
 #include "../support/count_allocations.hpp"
 
+// Every float and double direction of this file runs the solves libgeomopt_optimizers compiled once.
+static_assert(geomopt::detail::compiled_spectral_directions<float> &&
+              geomopt::detail::compiled_spectral_directions<double>);
+
 namespace {
 
 template <class T>

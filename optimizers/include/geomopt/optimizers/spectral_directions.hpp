@@ -53,7 +53,7 @@
 //   - solve with a constructed object allocates nothing, and its result depends on the inputs (and the starting
 //     multiplier) only.
 // For float and double, solve runs the arithmetic libgeomopt_optimizers compiled once
-// (compiled_spectral_directions<T>), the same bits a translation unit would compute by instantiating it.
+// (compiled_spectral_directions<T>): the same code, compiled once; other scalars instantiate it here.
 //
 //   geomopt::ObliqueMuonDirection<float> dir(N, n);
 //   std::vector<float> d(n);
