@@ -1,0 +1,70 @@
+// Communicator: rank and size are MPI_COMM_WORLD's, the duplicate is congruent but distinct and freed with the
+// Communicator (the caller's communicator stays usable), a barrier returns on every rank, and bad input throws.
+#include "geomopt/distributed/communicator.hpp"
+
+#include <doctest/doctest.h>
+#include <mpi.h>
+
+#include <chrono>
+#include <stdexcept>
+#include <thread>
+#include <utility>
+
+namespace gd = geomopt::distributed;
+
+namespace {
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int world_size() {
+  int p = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &p);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("rank and size are the given communicator's; the duplicate is congruent, not the same") {
+  const gd::Communicator comm(MPI_COMM_WORLD);
+  CHECK(comm.rank() == world_rank());
+  CHECK(comm.size() == world_size());
+  int relation = MPI_UNEQUAL;
+  MPI_Comm_compare(gd::detail::native(comm), MPI_COMM_WORLD, &relation);
+  CHECK(relation == MPI_CONGRUENT);
+}
+
+TEST_CASE("a split communicator gives its own ranks") {
+  MPI_Comm half = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, world_rank() % 2, world_rank(), &half);
+  {
+    const gd::Communicator comm(half);
+    CHECK(comm.rank() == world_rank() / 2);
+    CHECK(comm.size() == (world_size() + 1 - world_rank() % 2) / 2);
+    comm.barrier();
+  }
+  // Destroying the Communicator freed its duplicate only: the caller's communicator still works.
+  int sum = 0, one = 1;
+  CHECK(MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, half) == MPI_SUCCESS);
+  CHECK(sum == (world_size() + 1 - world_rank() % 2) / 2);
+  MPI_Comm_free(&half);
+}
+
+TEST_CASE("a moved Communicator keeps the duplicate; the barrier holds every rank") {
+  gd::Communicator a(MPI_COMM_WORLD);
+  gd::Communicator b(std::move(a));
+  CHECK(b.size() == world_size());
+  gd::Communicator c(MPI_COMM_WORLD);
+  c = std::move(b);
+  CHECK(c.rank() == world_rank());
+  // Rank 0 reaches the barrier 200 ms late: no rank may leave it before then.
+  c.barrier();
+  const double start = MPI_Wtime();
+  if (world_rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  c.barrier();
+  CHECK(MPI_Wtime() - start >= 0.19);
+}
+
+TEST_CASE("MPI_COMM_NULL is refused") { CHECK_THROWS_AS(gd::Communicator(MPI_COMM_NULL), std::invalid_argument); }
