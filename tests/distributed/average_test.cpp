@@ -21,19 +21,17 @@
 #include <type_traits>
 #include <vector>
 
+#include "../ptree/common.hpp"  // Dense<T>, the docs' canonical tree
 #include "count_allocations.hpp"
+#include "world.hpp"
 
 namespace gd = geomopt::distributed;
 namespace pt = geomopt::ptree;
+using dtest::same_on_every_rank;
+using dtest::world_rank;
+using dtest::world_size;
 
 namespace {
-
-template <class T>
-struct Dense {
-  Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> weight;
-  Eigen::Matrix<T, Eigen::Dynamic, 1> bias;
-  GEOMOPT_PTREE(weight, bias)
-};
 
 // A tree with a scalar leaf, a row-major leaf (packed through Eigen, not memcpy) and a buffer (never averaged).
 template <class T>
@@ -70,17 +68,6 @@ Net<T> net_shape() {
 
 Mixed mixed_shape() { return {Eigen::MatrixXf::Zero(6, 4), Eigen::VectorXd::Zero(9), 0.0f}; }
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int p = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &p);
-  return p;
-}
-
 // Rank q's gradient for a tree shaped like `shape`: entries of magnitudes 2^-12 to 2^12 and both signs, so that sums
 // round, from a seed of (seed, q), reproducible on every rank.
 template <class Tree>
@@ -115,17 +102,6 @@ std::vector<unsigned char> bytes_of(const V& v) {
   std::vector<unsigned char> b(sizeof(typename V::Scalar) * static_cast<std::size_t>(v.size()));
   if (!b.empty()) std::memcpy(b.data(), v.data(), b.size());
   return b;
-}
-
-// Whether every rank holds these bytes.
-bool same_on_every_rank(const std::vector<unsigned char>& mine) {
-  const int P = world_size();
-  std::vector<unsigned char> all(mine.size() * static_cast<std::size_t>(P) + 1);
-  MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(), static_cast<int>(mine.size()),
-                MPI_BYTE, MPI_COMM_WORLD);
-  for (int q = 1; q < P; ++q)
-    if (std::memcmp(all.data(), all.data() + static_cast<std::size_t>(q) * mine.size(), mine.size()) != 0) return false;
-  return true;
 }
 
 // Averages rank-seeded gradients of a tree shaped like `shape` and checks the result on this rank against the serial

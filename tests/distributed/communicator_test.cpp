@@ -10,22 +10,12 @@
 #include <thread>
 #include <utility>
 
+#include "world.hpp"
+
 namespace gd = geomopt::distributed;
 
-namespace {
-
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int p = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &p);
-  return p;
-}
-
-}  // namespace
+using dtest::world_rank;
+using dtest::world_size;
 
 TEST_CASE("rank and size are the given communicator's; the duplicate is congruent, not the same") {
   const gd::Communicator comm(MPI_COMM_WORLD);
