@@ -18,6 +18,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -33,14 +34,31 @@ using dtest::world_size;
 
 namespace {
 
-// A tree with a scalar leaf, a row-major leaf (packed through Eigen, not memcpy) and a buffer (never averaged).
+// A structured leaf of two storage blocks, a vector and a scalar (the ptree leaf protocol).
+template <class T>
+struct Gain {
+  Eigen::Matrix<T, Eigen::Dynamic, 1> per_channel;
+  T overall = 0;
+};
+template <class T>
+auto free_parameters(Gain<T>& g) {
+  return std::tie(g.per_channel, g.overall);
+}
+template <class T>
+auto free_parameters(const Gain<T>& g) {
+  return std::tie(g.per_channel, g.overall);
+}
+
+// A tree with a scalar leaf, a row-major leaf (packed through Eigen, not memcpy), a structured leaf and a buffer
+// (never averaged).
 template <class T>
 struct Net {
   std::vector<Dense<T>> layers;
   T scale = 0;
   Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> mixer;
+  Gain<T> gain;
   pt::Buffer<Eigen::VectorXi> steps;
-  GEOMOPT_PTREE(layers, scale, mixer, steps)
+  GEOMOPT_PTREE(layers, scale, mixer, gain, steps)
 };
 
 // Float and double leaves in one tree: averaged in double.
@@ -62,6 +80,7 @@ Net<T> net_shape() {
   net.layers = {{Eigen::Matrix<T, -1, -1>::Zero(7, 5), Eigen::Matrix<T, -1, 1>::Zero(7)},
                 {Eigen::Matrix<T, -1, -1>::Zero(3, 7), Eigen::Matrix<T, -1, 1>::Zero(3)}};
   net.mixer.setZero(4, 6);
+  net.gain.per_channel.setZero(5);
   net.steps.value() = Eigen::VectorXi::Constant(2, 9);
   return net;
 }
@@ -170,8 +189,8 @@ void check_buckets(const Tree& shape, std::uint64_t seed) {
 
 }  // namespace
 
-// Net's leaves are 35, 7, 21, 3, 1 and 24 entries: a 3-entry bucket is smaller than most leaves, 7 and 61 bytes cut
-// entries' bytes unevenly, and the tree's own size makes one bucket.
+// Net's leaves are 35, 7, 21, 3, 1, 24 and 5 + 1 entries: a 3-entry bucket is smaller than most leaves, 7 and 61 bytes
+// cut entries' bytes unevenly, and the tree's own size makes one bucket.
 TEST_CASE("float: the mean of every rank's gradient, bit for bit the serial mean, within the bound, on every rank") {
   check_buckets(net_shape<float>(), 100);
 }
