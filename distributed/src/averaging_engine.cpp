@@ -332,31 +332,29 @@ AveragingEngine::AveragingEngine(const Communicator& comm, const AverageOptions&
       }
       ++i;
     }
-    for (int q = 0; q < s.P; ++q) {
-      const std::int64_t size = s.chunk_size(n, q);
-      if (q == s.rank || size == 0) continue;
-      check(MPI_Send_init(flat + static_cast<std::size_t>(lo + s.chunk_lo(n, q)) * s.elem, static_cast<int>(size),
-                          s.type, q, kScatterTag, s.comm, &r),
-            "MPI_Send_init", s.comm);
-      s.scatter.push_back(r);
-      s.bytes_sent += static_cast<std::size_t>(size) * s.elem;
-    }
+    // A message with each other rank q over its chunk q of this bucket in the flat vector: phase 1 sends them, phase
+    // 2 receives them back finished.
+    auto chunk_messages = [&](auto init, const char* call, int tag, std::vector<MPI_Request>& list) {
+      for (int q = 0; q < s.P; ++q) {
+        const std::int64_t size = s.chunk_size(n, q);
+        if (q == s.rank || size == 0) continue;
+        check(init(flat + static_cast<std::size_t>(lo + s.chunk_lo(n, q)) * s.elem, static_cast<int>(size), s.type, q,
+                   tag, s.comm, &r),
+              call, s.comm);
+        list.push_back(r);
+      }
+    };
+    chunk_messages(MPI_Send_init, "MPI_Send_init", kScatterTag, s.scatter);
     s.scatter_at.push_back(s.scatter.size());
     // Phase 2: the finished chunks of the others into the flat vector; mine to each of them.
-    for (int q = 0; q < s.P; ++q) {
-      const std::int64_t size = s.chunk_size(n, q);
-      if (q == s.rank || size == 0) continue;
-      check(MPI_Recv_init(flat + static_cast<std::size_t>(lo + s.chunk_lo(n, q)) * s.elem, static_cast<int>(size),
-                          s.type, q, kGatherTag, s.comm, &r),
-            "MPI_Recv_init", s.comm);
-      s.gather.push_back(r);
-    }
+    chunk_messages(MPI_Recv_init, "MPI_Recv_init", kGatherTag, s.gather);
     for (int q = 0; q < s.P; ++q) {
       if (q == s.rank || own == 0) continue;
       check(MPI_Send_init(own_at, static_cast<int>(own), s.type, q, kGatherTag, s.comm, &r), "MPI_Send_init", s.comm);
       s.gather.push_back(r);
-      s.bytes_sent += static_cast<std::size_t>(own) * s.elem;
     }
+    // The others' chunks in phase 1, mine to each other rank in phase 2.
+    s.bytes_sent += static_cast<std::size_t>(n - own + static_cast<std::int64_t>(s.P - 1) * own) * s.elem;
     s.gather_at.push_back(s.gather.size());
   }
   MPI_Request r;
