@@ -17,6 +17,15 @@ namespace gd = geomopt::distributed;
 using dtest::world_rank;
 using dtest::world_size;
 
+namespace {
+
+// Seconds on CLOCK_MONOTONIC (std::chrono::steady_clock on Linux), one clock for every process of the machine.
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
 TEST_CASE("rank and size are the given communicator's; the duplicate is congruent, not the same") {
   const gd::Communicator comm(MPI_COMM_WORLD);
   CHECK(comm.rank() == world_rank());
@@ -49,13 +58,17 @@ TEST_CASE("a moved Communicator keeps the duplicate; the barrier holds every ran
   gd::Communicator c(MPI_COMM_WORLD);
   c = std::move(b);
   CHECK(c.rank() == world_rank());
-  // Rank 0 reaches the barrier 300 ms late: no rank may leave it before then. The ranks leave the first barrier at
-  // slightly different times (tens of milliseconds apart on a loaded machine), hence the margin.
+  // Rank 0 reaches the barrier 200 ms after the others: no rank may leave it before rank 0 arrived. The check compares
+  // instants of the one monotonic clock every process of this machine shares, so it holds however the ranks are
+  // scheduled (a margin on elapsed times would not: an oversubscribed rank can leave the first barrier late).
   c.barrier();
-  const double start = MPI_Wtime();
-  if (world_rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  if (world_rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const double arrived = now_seconds();
   c.barrier();
-  CHECK(MPI_Wtime() - start >= 0.15);
+  const double left = now_seconds();
+  double rank0_arrived = arrived;
+  MPI_Bcast(&rank0_arrived, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  CHECK(left >= rank0_arrived);
 }
 
 TEST_CASE("MPI_COMM_NULL is refused") { CHECK_THROWS_AS(gd::Communicator(MPI_COMM_NULL), std::invalid_argument); }
