@@ -21,6 +21,7 @@ packages=(
   python3-dev pybind11-dev    # the Python package (python/): its extension, for Debian's /usr/bin/python3
   python3-torch python3-pytest  # geomopt.torch and its tests; PyTorch is also the reference of the optimizer benchmark
   libtorch-dev                # geomopt::libtorch (trees over torch::nn::Module tensors), its test, examples/libtorch_mlp
+  openmpi-bin libopenmpi-dev  # geomopt::distributed (built when CMake finds MPI) and its tests, run under mpirun
 )
 
 missing=()

@@ -2,7 +2,10 @@
 # WORK_DIR/prefix, then configures, builds and runs the project in CONSUMER_SOURCE_DIR against that prefix alone.
 #
 #   cmake -D GEOMOPT_BINARY_DIR=... -D CONSUMER_SOURCE_DIR=... -D WORK_DIR=... [-D GENERATOR=Ninja]
-#         [-D CXX_COMPILER=...] [-D CONFIG=Release] -P run_consumer.cmake
+#         [-D CXX_COMPILER=...] [-D CONFIG=Release] [-D MPIEXEC=... [-D MPIEXEC_FLAGS=...]] -P run_consumer.cmake
+#
+# MPIEXEC runs the distributed consumer at two ranks (MPIEXEC_FLAGS before the program: --oversubscribe for Open MPI
+# on a one-core machine); without it the consumer runs as one process.
 
 cmake_minimum_required(VERSION 3.21)
 
@@ -63,4 +66,17 @@ run("run the consumer" "${consumer}")
 get_filename_component(consumer_dir "${consumer}" DIRECTORY)
 if(EXISTS "${consumer_dir}/consumer_libtorch${CMAKE_EXECUTABLE_SUFFIX}")
   run("run the libtorch consumer" "${consumer_dir}/consumer_libtorch${CMAKE_EXECUTABLE_SUFFIX}")
+endif()
+
+# The distributed consumer, built when the installed package has the distributed component; run as root too (CI),
+# which Open MPI's launcher refuses unless both variables say so.
+if(EXISTS "${consumer_dir}/consumer_distributed${CMAKE_EXECUTABLE_SUFFIX}")
+  set(program "${consumer_dir}/consumer_distributed${CMAKE_EXECUTABLE_SUFFIX}")
+  if(MPIEXEC)
+    set(ENV{OMPI_ALLOW_RUN_AS_ROOT} 1)
+    set(ENV{OMPI_ALLOW_RUN_AS_ROOT_CONFIRM} 1)
+    run("run the distributed consumer at two ranks" "${MPIEXEC}" -n 2 ${MPIEXEC_FLAGS} "${program}")
+  else()
+    run("run the distributed consumer" "${program}")
+  endif()
 endif()

@@ -1,0 +1,13 @@
+// geomopt::distributed: parameter trees over MPI processes (docs/distributed.md).
+//
+//   Communicator        the ranks, from an MPI_Comm (duplicated); rank(), size(), barrier()
+//   GradientAverager    the mean of a gradient tree over the ranks, bucketed, the same bits on every rank
+//   AverageOptions      bucket size and buckets in flight
+//   Error, MismatchError  a failed MPI call; trees that differ between ranks
+// Every MPI call is in the compiled library libgeomopt_distributed; <mpi.h> is included by communicator.hpp only.
+#pragma once
+
+#include "geomopt/distributed/average.hpp"
+#include "geomopt/distributed/communicator.hpp"
+#include "geomopt/distributed/error.hpp"
+#include "geomopt/distributed/options.hpp"
