@@ -13,18 +13,18 @@ namespace geomopt::detail {
 
 #define GEOMOPT_DEFINE_COMPILED_SPECTRAL_DIRECTIONS(T)                                                          \
   SpectralDirectionReport compiled_spectral_solve(SphereMuonDirection<T>& d, const T* w, const T* g, T* a) {    \
-    return SpectralDirectionKernels::solve(d, w, g, a);                                                         \
+    return SpectralDirectionKernels::kernel(d, w, g, a);                                                        \
   }                                                                                                             \
   SpectralDirectionReport compiled_spectral_solve(SpecialOrthogonalMuonDirection<T>& d, const T* w, const T* g, \
                                                   T* a) {                                                       \
-    return SpectralDirectionKernels::solve(d, w, g, a);                                                         \
+    return SpectralDirectionKernels::kernel(d, w, g, a);                                                        \
   }                                                                                                             \
   SpectralDirectionReport compiled_spectral_solve(GrassmannMuonDirection<T>& d, const T* w, const T* g, T* a) { \
-    return SpectralDirectionKernels::solve(d, w, g, a);                                                         \
+    return SpectralDirectionKernels::kernel(d, w, g, a);                                                        \
   }                                                                                                             \
   SpectralDirectionReport compiled_spectral_solve(ObliqueMuonDirection<T>& d, const T* w, const T* g, T* a,     \
                                                   const ObliqueMuonOptions& o, T* multiplier, bool warm) {      \
-    return SpectralDirectionKernels::solve(d, w, g, a, o, multiplier, warm);                                    \
+    return SpectralDirectionKernels::kernel(d, w, g, a, o, multiplier, warm);                                   \
   }
 GEOMOPT_DEFINE_COMPILED_SPECTRAL_DIRECTIONS(float)
 GEOMOPT_DEFINE_COMPILED_SPECTRAL_DIRECTIONS(double)

@@ -327,15 +327,19 @@ GEOMOPT_DECLARE_COMPILED_SPECTRAL_DIRECTIONS(double)
 #undef GEOMOPT_DECLARE_COMPILED_SPECTRAL_DIRECTIONS
 #endif
 
-// The directions' implementations (their private solve_kernel), which the library's entry points run, and the calls
-// into the library: the unqualified call finds compiled_spectral_solve where compiled_spectral_directions<T> only.
+// Every direction's solve: solve runs the library's compiled solve where compiled_spectral_directions<T> (the
+// unqualified call finds compiled_spectral_solve there only), the direction's own implementation otherwise; kernel
+// runs the implementation (its private solve_kernel), which is what the library's entry points compile.
 struct SpectralDirectionKernels {
-  template <class D, class... Args>
-  static SpectralDirectionReport compiled_solve(D& d, Args&&... args) {
-    return compiled_spectral_solve(d, std::forward<Args>(args)...);
+  template <template <class> class D, class T, class... Args>
+  static SpectralDirectionReport solve(D<T>& d, Args&&... args) {
+    if constexpr (compiled_spectral_directions<T>)
+      return compiled_spectral_solve(d, std::forward<Args>(args)...);
+    else
+      return d.solve_kernel(std::forward<Args>(args)...);
   }
   template <class D, class... Args>
-  static SpectralDirectionReport solve(D& d, Args&&... args) {
+  static SpectralDirectionReport kernel(D& d, Args&&... args) {
     return d.solve_kernel(std::forward<Args>(args)...);
   }
 };
@@ -353,10 +357,7 @@ class SphereMuonDirection : public detail::SpectralDirectionBase<T> {
 
   /// a <- the direction for w and g (N entries each).
   SpectralDirectionReport solve(const T* w, const T* g, T* a) {
-    if constexpr (detail::compiled_spectral_directions<T>)
-      return detail::SpectralDirectionKernels::compiled_solve(*this, w, g, a);
-    else
-      return solve_kernel(w, g, a);
+    return detail::SpectralDirectionKernels::solve(*this, w, g, a);
   }
 
  private:
@@ -404,10 +405,7 @@ class SpecialOrthogonalMuonDirection : public detail::SpectralDirectionBase<T> {
       : Base(checked(rows, cols), cols, rows, cols), k_(rows, cols), ad_(rows, cols) {}
 
   SpectralDirectionReport solve(const T* w, const T* g, T* a) {
-    if constexpr (detail::compiled_spectral_directions<T>)
-      return detail::SpectralDirectionKernels::compiled_solve(*this, w, g, a);
-    else
-      return solve_kernel(w, g, a);
+    return detail::SpectralDirectionKernels::solve(*this, w, g, a);
   }
 
  private:
@@ -467,10 +465,7 @@ class GrassmannMuonDirection : public detail::SpectralDirectionBase<T> {
       : Base(checked(rows, cols), cols, rows, cols), k_(cols, cols) {}
 
   SpectralDirectionReport solve(const T* w, const T* g, T* a) {
-    if constexpr (detail::compiled_spectral_directions<T>)
-      return detail::SpectralDirectionKernels::compiled_solve(*this, w, g, a);
-    else
-      return solve_kernel(w, g, a);
+    return detail::SpectralDirectionKernels::solve(*this, w, g, a);
   }
 
  private:
@@ -556,10 +551,7 @@ class ObliqueMuonDirection : public detail::SpectralDirectionBase<T> {
   SpectralDirectionReport solve(const T* w, const T* g, T* a, const ObliqueMuonOptions& o = {}, T* multiplier = nullptr,
                                 bool warm = false) {
     o.validate();
-    if constexpr (detail::compiled_spectral_directions<T>)
-      return detail::SpectralDirectionKernels::compiled_solve(*this, w, g, a, o, multiplier, warm);
-    else
-      return solve_kernel(w, g, a, o, multiplier, warm);
+    return detail::SpectralDirectionKernels::solve(*this, w, g, a, o, multiplier, warm);
   }
 
  private:
