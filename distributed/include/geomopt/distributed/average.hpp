@@ -32,7 +32,6 @@
 #include <Eigen/Core>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -53,43 +52,15 @@ namespace detail {
 template <class Tree>
 using flat_scalar_t = std::conditional_t<std::is_void_v<ptree::scalar_t<Tree>>, double, ptree::scalar_t<Tree>>;
 
+// The type-erased access of the engine (BlockAccess) to a block of type B, over ptree's range copies.
 template <class S, class B>
 void pack_range(const void* block, void* dst, std::ptrdiff_t begin, std::ptrdiff_t count) {
-  const B& b = *static_cast<const B*>(block);
-  S* d = static_cast<S*>(dst);
-  if constexpr (ptree::detail::any_scalar<B>) {
-    *d = static_cast<S>(b);
-  } else {
-    using BS = typename B::Scalar;
-    if constexpr (ptree::detail::contiguous_colmajor<B> && std::is_same_v<BS, S>) {
-      std::memcpy(d, b.data() + begin, sizeof(S) * static_cast<std::size_t>(count));
-    } else if constexpr (ptree::detail::contiguous_colmajor<B>) {
-      Eigen::Map<Eigen::Matrix<S, Eigen::Dynamic, 1>>(d, count) =
-          Eigen::Map<const Eigen::Matrix<BS, Eigen::Dynamic, 1>>(b.data() + begin, count).template cast<S>();
-    } else {
-      Eigen::Map<Eigen::Matrix<S, Eigen::Dynamic, 1>>(d, count) = b.reshaped().segment(begin, count).template cast<S>();
-    }
-  }
+  ptree::detail::pack_range(static_cast<S*>(dst), *static_cast<const B*>(block), begin, count);
 }
 
 template <class S, class B>
 void unpack_range(void* block, const void* src, std::ptrdiff_t begin, std::ptrdiff_t count) {
-  B& b = *static_cast<B*>(block);
-  const S* s = static_cast<const S*>(src);
-  if constexpr (ptree::detail::any_scalar<B>) {
-    b = static_cast<B>(*s);
-  } else {
-    using BS = typename B::Scalar;
-    if constexpr (ptree::detail::contiguous_colmajor<B> && std::is_same_v<BS, S>) {
-      std::memcpy(b.data() + begin, s, sizeof(S) * static_cast<std::size_t>(count));
-    } else if constexpr (ptree::detail::contiguous_colmajor<B>) {
-      Eigen::Map<Eigen::Matrix<BS, Eigen::Dynamic, 1>>(b.data() + begin, count) =
-          Eigen::Map<const Eigen::Matrix<S, Eigen::Dynamic, 1>>(s, count).template cast<BS>();
-    } else {
-      b.reshaped().segment(begin, count) =
-          Eigen::Map<const Eigen::Matrix<S, Eigen::Dynamic, 1>>(s, count).template cast<BS>();
-    }
-  }
+  ptree::detail::unpack_range(*static_cast<B*>(block), static_cast<const S*>(src), begin, count);
 }
 
 template <class T>
