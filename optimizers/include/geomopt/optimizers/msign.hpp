@@ -152,6 +152,17 @@ inline bool msign_iterative(MsignMethod m) {
 
 }  // namespace detail
 
+/// An estimate of the flops of msign of one rows x cols matrix under o, what Muon's threads and a sharded Muon's
+/// ranks are balanced by. Per quintic step on the tall orientation (n x k, n >= k): the Gram matrix X^T X (n k^2, its
+/// upper triangle), its square (k^3, likewise) and X (a I + b A + c A^2) (2 n k^2); times steps + polish_steps. svd
+/// and gram are counted as Muon's default 5 steps: their cost has the same n k^2 order, with constants that depend
+/// on the spectrum.
+inline double msign_flops(Eigen::Index rows, Eigen::Index cols, const MsignOptions& o = {}) {
+  const auto n = static_cast<double>(std::max(rows, cols)), k = static_cast<double>(std::min(rows, cols));
+  const int steps = detail::msign_iterative(o.method) ? o.steps + o.polish_steps : MsignOptions{}.steps;
+  return static_cast<double>(steps) * (3 * n * k * k + k * k * k);
+}
+
 /// The interval [lo, hi] that an iterative method (newton_schulz, polar_express) maps every singular value s of M
 /// with s >= s_min (|M|_F + eps) into (the steps of `o` composed on the scalar, sampled on a logarithmic grid of
 /// [s_min, 1] fine enough that the polynomials' slopes cannot hide an extremum between samples). Muon's options give

@@ -780,7 +780,7 @@ class MuonCore {
     st.failed_.assign(static_cast<std::size_t>(common_.threads), kNoLeaf);
     if (common_.ema_decay > 0) st.ema_.emplace(ptree::cast<T>(params));
 
-    // Buffers, and the records shared among the threads by an estimate of their cost (rows cols min(rows, cols)).
+    // Buffers, and the records shared among the threads by an estimate of their cost (msign_flops).
     const int threads = common_.threads;
     st.plan_.assign(static_cast<std::size_t>(threads), {});
     std::vector<double> load(static_cast<std::size_t>(threads), 0.0);
@@ -826,7 +826,8 @@ class MuonCore {
             w->ms.reserve(rec.rows, rec.cols / rec.matrices);
           }
           st.work_.push_back(std::move(w));
-          const double cost = static_cast<double>(rec.rows * rec.cols * std::min(rec.rows, rec.cols));
+          const double cost = static_cast<double>(rec.matrices) *
+                              msign_flops(rec.rows, rec.cols / rec.matrices, options_.msign_options());
           const auto member = static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
           st.plan_[member].push_back(static_cast<std::size_t>(m));
           load[member] += cost;
