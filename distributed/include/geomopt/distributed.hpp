@@ -4,6 +4,7 @@
 //   GradientAverager    the mean of a gradient tree over the ranks, bucketed, the same bits on every rank
 //   AverageOptions      bucket size and buckets in flight
 //   Error, MismatchError  a failed MPI call; trees that differ between ranks
+//   OwnershipPlan       which rank steps which leaf or piece of a leaf (for sharded optimizer state)
 // Every MPI call is in the compiled library libgeomopt_distributed; <mpi.h> is included by communicator.hpp only.
 #pragma once
 
@@ -11,3 +12,4 @@
 #include "geomopt/distributed/communicator.hpp"
 #include "geomopt/distributed/error.hpp"
 #include "geomopt/distributed/options.hpp"
+#include "geomopt/distributed/ownership.hpp"
