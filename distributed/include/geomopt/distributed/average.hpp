@@ -102,6 +102,41 @@ TreeShape tree_shape(const Tree& tree) {
   return shape;
 }
 
+// Matches the storage blocks of tree, in walk order, against shapes (the tree as an operation was built for): calls
+// on_block(j, block) for each block j while they match, and returns the first difference (leaf < 0: none).
+template <class Tree, class F>
+LocalMismatch match_blocks(Tree& tree, const std::vector<BlockShape>& shapes, F&& on_block) {
+  LocalMismatch mismatch;
+  std::size_t next = 0;
+  std::int64_t leaf = 0;
+  ptree::for_each(
+      [&](auto& l) {
+        std::int64_t block = 0;
+        ptree::detail::for_each_block(
+            [&](auto& b) {
+              if (mismatch.leaf < 0) {
+                const std::int64_t rows = ptree::detail::block_rows(b), cols = ptree::detail::block_cols(b);
+                if (next >= shapes.size() || shapes[next].leaf != leaf || shapes[next].rows != rows ||
+                    shapes[next].cols != cols) {
+                  mismatch = {leaf, block, rows, cols};
+                } else {
+                  on_block(next++, b);
+                }
+              }
+              ++block;
+            },
+            l);
+        ++leaf;
+      },
+      tree);
+  if (mismatch.leaf < 0 && next != shapes.size()) {
+    std::int64_t block = 0;
+    for (std::size_t j = next; j > 0 && shapes[j - 1].leaf == shapes[next].leaf; --j) ++block;
+    mismatch = {shapes[next].leaf, block, -1, -1};
+  }
+  return mismatch;
+}
+
 }  // namespace detail
 
 template <class Tree>
@@ -121,37 +156,11 @@ class GradientAverager {
 
   /// Collective: grads = the mean of every rank's grads. Allocates nothing after the first call.
   void average(Tree& grads) {
-    const std::vector<detail::BlockShape>& shapes = engine_.shape().blocks;
-    detail::LocalMismatch mismatch;
-    std::size_t next = 0;
-    std::int64_t leaf = 0;
-    ptree::for_each(
-        [&](auto& l) {
-          std::int64_t block = 0;
-          ptree::detail::for_each_block(
-              [&](auto& b) {
-                using B = ptree::detail::bare<decltype(b)>;
-                if (mismatch.leaf < 0) {
-                  const std::int64_t rows = ptree::detail::block_rows(b), cols = ptree::detail::block_cols(b);
-                  if (next >= shapes.size() || shapes[next].leaf != leaf || shapes[next].rows != rows ||
-                      shapes[next].cols != cols) {
-                    mismatch = {leaf, block, rows, cols};
-                  } else {
-                    access_[next++] = {static_cast<void*>(&b), &detail::pack_range<Scalar, B>,
-                                       &detail::unpack_range<Scalar, B>};
-                  }
-                }
-                ++block;
-              },
-              l);
-          ++leaf;
-        },
-        grads);
-    if (mismatch.leaf < 0 && next != shapes.size()) {
-      std::int64_t block = 0;
-      for (std::size_t j = next; j > 0 && shapes[j - 1].leaf == shapes[next].leaf; --j) ++block;
-      mismatch = {shapes[next].leaf, block, -1, -1};
-    }
+    const detail::LocalMismatch mismatch =
+        detail::match_blocks(grads, engine_.shape().blocks, [&](std::size_t j, auto& b) {
+          using B = ptree::detail::bare<decltype(b)>;
+          access_[j] = {static_cast<void*>(&b), &detail::pack_range<Scalar, B>, &detail::unpack_range<Scalar, B>};
+        });
     engine_.run(access_.data(), mismatch);
   }
 
