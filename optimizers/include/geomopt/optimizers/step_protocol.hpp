@@ -28,7 +28,11 @@
 // Invariants of a driven step (detail::drive_step): every phase that can throw or refuse runs for every member before
 // any member writes, so a step either writes every member's leaves or changes nothing; the transforms (one clip
 // factor from one global norm, one non-finite decision, one moving-average decay) are the driver's; no phase
-// allocates.
+// allocates. The driver's decisions rest on four quantities (the squared norm, the first non-finite leaf, where the
+// norm overflows, the first leaf whose update is not finite); a Decisions object combines each of them before the
+// driver decides: LocalDecisions keeps one process's as they are, and a step whose members run on several processes
+// (geomopt::distributed's ZeroRedundancyOptimizer) combines them over the processes, so that each takes the same
+// decision.
 #pragma once
 
 #include <cmath>
@@ -59,6 +63,19 @@ struct NormOverflow {
   }
 };
 
+/// The decisions of a step taken in one process: each combination is the identity. A Decisions type provides the same
+/// four members; each is called at the same point of every process's step, and returns the quantity over all of them.
+struct LocalDecisions {
+  /// The squared norm of every member's gradients, from this process's sum.
+  double squared_norm(double local) { return local; }
+  /// The first leaf in walk order with a non-finite gradient or lift and why, from this process's first.
+  std::pair<std::size_t, const char*> first_non_finite(std::size_t leaf, const char* why) { return {leaf, why}; }
+  /// Where a norm of finite gradients overflows, from this process's members' merged NormOverflow.
+  NormOverflow norm_overflow(const NormOverflow& local) { return local; }
+  /// The first leaf whose update is not finite, from this process's first (kNoLeaf: none).
+  std::size_t first_failed(std::size_t leaf) { return leaf; }
+};
+
 namespace detail {
 
 template <class Tuple, class F>
@@ -68,10 +85,11 @@ void for_each_pair(Tuple& members, auto& states, F&& f) {
 }
 
 // One step of the members (a tuple of references) on their states (likewise), with transforms x and the moving
-// average ema (nullptr: none). The report's lr is the first member's.
-template <class Tree, class Members, class States>
+// average ema (nullptr: none), its decisions combined by `decide` (LocalDecisions). The report's lr is the first
+// member's.
+template <class Tree, class Members, class States, class Decisions = LocalDecisions>
 StepReport drive_step(Tree& params, const Tree& grads, const StepTransforms& x, Tree* ema, Members members,
-                      States states) {
+                      States states, Decisions decide = {}) {
   for_each_pair(members, states, [&](auto& m, auto& s) { m.begin_step(params, grads, s, ema, x.missing_gradient); });
   const auto& head = std::get<0>(states);
   StepReport report;
@@ -90,6 +108,7 @@ StepReport drive_step(Tree& params, const Tree& grads, const StepTransforms& x, 
   const bool norm = x.clip_norm > 0 || check;
   double squared = 0;
   for_each_pair(members, states, [&](auto& m, auto& s) { squared += m.gradient_squared_norm(s, norm); });
+  if (norm) squared = decide.squared_norm(squared);
   double gscale = 1;
   if (norm) {
     if (!std::isfinite(squared) && check) {
@@ -99,10 +118,12 @@ StepReport drive_step(Tree& params, const Tree& grads, const StepTransforms& x, 
         const auto [l, w] = m.first_non_finite(s);
         if (l < leaf) leaf = l, why = w;
       });
+      std::tie(leaf, why) = decide.first_non_finite(leaf, why);
       if (leaf == kNoLeaf) {
         // Every number is finite: their squares overflow double.
         NormOverflow o;
         for_each_pair(members, states, [&](auto& m, auto& s) { o.merge(m.norm_overflow(s)); });
+        o = decide.norm_overflow(o);
         why = "the global gradient norm overflows";
         leaf = o.first != kNoLeaf ? o.first : o.largest;
         if (leaf == kNoLeaf) leaf = 0;
@@ -121,6 +142,7 @@ StepReport drive_step(Tree& params, const Tree& grads, const StepTransforms& x, 
       const std::size_t l = m.verify_step(s, gscale);
       if (l < leaf) leaf = l;
     });
+    leaf = decide.first_failed(leaf);
     if (leaf != kNoLeaf) return refuse(leaf, "the update is not finite");
   }
 
