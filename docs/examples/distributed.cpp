@@ -1,6 +1,7 @@
 // The code of docs/distributed.md: a data-parallel least-squares fit, each rank computing the gradient of its share of
 // the batch, GradientAverager making it the gradient of the whole batch, and Adam stepping every rank's copy of the
-// parameters. Its own program (it calls MPI_Init), run by CTest under mpiexec
+// parameters; then the same fit with Adam's state sharded (ZeroRedundancyOptimizer), which must end with the same
+// parameters, bit for bit. Its own program (it calls MPI_Init), run by CTest under mpiexec
 // at two ranks (docs_example_distributed): every rank must end with the same parameters, bit for bit, and the loss
 // must fall; a tree of another shape on one rank must throw MismatchError on every rank.
 #include <mpi.h>
@@ -10,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <geomopt/distributed.hpp>
+#include <geomopt/distributed/zero_redundancy_optimizer.hpp>
 #include <geomopt/optimizers.hpp>
 #include <vector>
 
@@ -98,6 +100,25 @@ int main(int argc, char** argv) {
       Linear<double> g = grads;
       small.average(g);
       expect(geomopt::ptree::flatten(g) == geomopt::ptree::flatten(grads), "the mean of equal gradients is each");
+    }
+
+    {
+      // snippet-begin: zero
+      Linear<double> zparams{Eigen::MatrixXd::Zero(3, 6), Eigen::VectorXd::Zero(3)};  // the same on every rank
+      Linear<double> zgrads = zparams;
+      // Collective: plans which rank owns which leaf (or piece of a leaf), and makes this rank's share of the state.
+      geomopt::distributed::ZeroRedundancyOptimizer zero(comm, geomopt::Adam({.lr = 0.05}), zparams);
+      for (int step = 0; step < 200; ++step) {
+        share_gradient(zparams, batch, comm.rank(), comm.size(), zgrads);
+        zero.step(zparams, zgrads);  // mean to each owner, owners step, owners send: the same bits on every rank
+      }
+      // snippet-end: zero
+      expect(geomopt::ptree::flatten(zparams) == geomopt::ptree::flatten(params),
+             "the sharded Adam takes the averaged Adam's steps, bit for bit");
+      long mine = static_cast<long>(zero.state_bytes()), total = 0;
+      MPI_Allreduce(&mine, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+      expect(total == static_cast<long>(geomopt::Adam().init(zparams).nbytes()),
+             "the ranks' states add up to the unsharded state");
     }
 
     Linear<double> other = grads;
