@@ -22,16 +22,21 @@
 //   - after step, params is the same on every rank, bit for bit;
 //   - with clip_norm = 0 (and any non-finite policy, which only refuses or not), params, and each unit's state on its
 //     owner, are bit for bit those of the wrapped optimizer stepped in one process on GradientAverager's mean, since
-//     the gradient has its bits and an entry-wise kernel steps a piece starting at a multiple of 64 entries as it
-//     steps those entries of the whole leaf; with clipping, the norm is summed in another order (per rank, then over
+//     the gradient has its bits, a whole leaf (a Muon matrix's msign too) is stepped as in one process, and an
+//     entry-wise kernel steps a piece starting at a multiple of 64 entries as it steps those entries of the whole
+//     leaf; with clipping, the norm is summed in another order (per rank, then over
 //     ranks, and a piece's squares apart from the rest of its leaf), so the clip factor, and the step, may differ from
 //     the unsharded ones in the last bits;
-//   - each rank holds the state of its units only: state_bytes() is about 1/P of the unsharded state;
+//   - each rank holds the state of its units only: the ranks' state_bytes() add up to the unsharded state's nbytes();
+//     the plan balances cost, not bytes, which on a tree of many similar leaves gives each rank about 1/P of them;
 //   - the tree must be the same on every rank (construction throws MismatchError on every rank, naming the lowest
 //     differing rank and the first differing path), and at each step the same as at construction (step throws
-//     MismatchError on every rank, every tree untouched).
-// Invariants: step allocates nothing after the first call when the optimizer's own step does not and the transforms
-// need no norm (the decisions' all-gathers are MPI collectives, whose buffers are MPI's).
+//     MismatchError on every rank, every tree untouched);
+//   - an error that only an owner's step can meet (a point off its manifold: std::domain_error) is thrown on that rank
+//     alone, while the others wait in the step's messages (docs/distributed.md, "Errors").
+// Invariants: step itself allocates nothing after the first call when the optimizer's own step does not and the
+// transforms need no norm (the decisions' all-gathers are MPI collectives, whose buffers are MPI's); Open MPI's
+// shared-memory transport may still allocate now and then during the exchange (docs/distributed.md, "Memory").
 // Not supported (std::invalid_argument at construction): ema_decay (the average would be sharded too, with no way yet
 // to gather it) and MissingGradient::skip (a missing gradient has no entries to reduce).
 // Requirements: the tree's leaves have one scalar, float or double, in contiguous blocks (what every geomopt optimizer
