@@ -10,29 +10,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <geomopt/distributed.hpp>
 #include <geomopt/ptree.hpp>
-#include <sstream>
-#include <string>
 #include <vector>
 
-namespace {
+#include "shapes_file.hpp"
 
-std::vector<Eigen::MatrixXf> read_shapes(const char* file) {
-  std::ifstream in(file);
-  std::vector<Eigen::MatrixXf> leaves;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream words(line);
-    Eigen::Index rows = 0, cols = 1;
-    words >> rows;
-    if (!(words >> cols)) cols = 1;
-    leaves.push_back(Eigen::MatrixXf::Random(rows, cols));
-  }
-  return leaves;
-}
+namespace {
 
 // The slowest rank's time of f, from a barrier.
 template <class F>
@@ -63,7 +47,7 @@ int main(int argc, char** argv) {
   if (argc > 3) options.bucket_bytes = std::strtoull(argv[3], nullptr, 10);
   {
     const geomopt::distributed::Communicator comm(MPI_COMM_WORLD);
-    std::vector<Eigen::MatrixXf> grads = read_shapes(argv[1]);
+    std::vector<Eigen::MatrixXf> grads = bench::read_shapes(argv[1]);
     const Eigen::Index n = geomopt::ptree::count(grads);
     geomopt::distributed::GradientAverager averager(comm, grads, options);
     std::vector<float> flat(static_cast<std::size_t>(n), 1.0f);

@@ -11,32 +11,16 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <geomopt/distributed.hpp>
 #include <geomopt/distributed/zero_redundancy_optimizer.hpp>
 #include <geomopt/optimizers.hpp>
-#include <sstream>
-#include <string>
 #include <vector>
+
+#include "shapes_file.hpp"
 
 namespace {
 
 using Tree = std::vector<Eigen::MatrixXf>;
-
-Tree read_shapes(const char* file) {
-  std::ifstream in(file);
-  Tree leaves;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream words(line);
-    Eigen::Index rows = 0, cols = 1;
-    words >> rows;
-    if (!(words >> cols)) cols = 1;
-    leaves.push_back(Eigen::MatrixXf::Random(rows, cols) * 0.02f);
-  }
-  return leaves;
-}
 
 // The slowest rank's time of f, from a barrier; the median of reps.
 template <class F>
@@ -96,7 +80,8 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 2;
   }
-  const Tree shape = read_shapes(argv[1]);
+  Tree shape = bench::read_shapes(argv[1]);
+  for (Eigen::MatrixXf& leaf : shape) leaf *= 0.02f;  // a network's scale of weights
   const int reps = argc > 2 ? std::atoi(argv[2]) : 5;
   run(
       "Adam", [] { return geomopt::Adam({.lr = 1e-3}); }, shape, reps);
