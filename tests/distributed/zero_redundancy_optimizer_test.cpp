@@ -224,6 +224,14 @@ TEST_CASE("a tree that differs on one rank throws on every rank, naming the rank
       CHECK(std::string(e.what()).find("rank " + std::to_string(P - 1)) != std::string::npos);
     }
   }
+  SUBCASE("options invalid or different on one rank") {
+    const Mixed<double> params = make_params<double>();
+    for (const std::int64_t piece : {std::int64_t{100}, std::int64_t{512}}) {
+      const gd::OwnershipOptions options{.max_piece_entries = rank == P - 1 ? piece : 256};
+      CHECK_THROWS_WITH_AS(gd::ZeroRedundancyOptimizer(comm, geomopt::Adam(), params, {}, options),
+                           doctest::Contains(("rank " + std::to_string(P - 1)).c_str()), std::invalid_argument);
+    }
+  }
   SUBCASE("at a step: every tree untouched") {
     Mixed<double> params = make_params<double>();
     gd::ZeroRedundancyOptimizer zero(comm, geomopt::Adam(), params, {}, kPieces);
