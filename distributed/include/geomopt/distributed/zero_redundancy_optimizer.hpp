@@ -34,9 +34,9 @@
 //     MismatchError on every rank, every tree untouched);
 //   - an error that only an owner's step can meet (a point off its manifold: std::domain_error) is thrown on that rank
 //     alone, while the others wait in the step's messages (docs/distributed.md, "Errors").
-// Invariants: step itself allocates nothing after the first call when the optimizer's own step does not and the
-// transforms need no norm (the decisions' all-gathers are MPI collectives, whose buffers are MPI's); Open MPI's
-// shared-memory transport may still allocate now and then during the exchange (docs/distributed.md, "Memory").
+// Invariants: at P = 1, step allocates nothing after the first call when the optimizer's own step does not and the
+// transforms need no norm (the decisions' all-gathers are MPI collectives, whose buffers are MPI's); at P > 1 a few
+// allocations in 20 steps remain, not traced yet (docs/distributed.md, "Memory").
 // Not supported (std::invalid_argument at construction): ema_decay (the average would be sharded too, with no way yet
 // to gather it) and MissingGradient::skip (a missing gradient has no entries to reduce).
 // Requirements: the tree's leaves have one scalar, float or double, in contiguous blocks (what every geomopt optimizer
