@@ -1,18 +1,22 @@
 // The code of docs/distributed.md: a data-parallel least-squares fit, each rank computing the gradient of its share of
 // the batch, GradientAverager making it the gradient of the whole batch, and Adam stepping every rank's copy of the
 // parameters; then the same fit with Adam's state sharded (ZeroRedundancyOptimizer), which must end with the same
-// parameters, bit for bit. Its own program (it calls MPI_Init), run by CTest under mpiexec
-// at two ranks (docs_example_distributed): every rank must end with the same parameters, bit for bit, and the loss
-// must fall; a tree of another shape on one rank must throw MismatchError on every rank.
+// parameters, bit for bit, and resumes from its checkpoint bit for bit. Its own program (it calls MPI_Init), run by
+// CTest under mpiexec at two ranks (docs_example_distributed): every rank must end with the same parameters, bit for
+// bit, and the loss must fall; a tree of another shape on one rank must throw MismatchError on every rank.
 #include <mpi.h>
+#include <unistd.h>
 
 #include <Eigen/Core>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <geomopt/distributed.hpp>
+#include <geomopt/distributed/checkpoint.hpp>
 #include <geomopt/distributed/zero_redundancy_optimizer.hpp>
 #include <geomopt/optimizers.hpp>
+#include <string>
 #include <vector>
 
 #include "expect.hpp"
@@ -119,6 +123,29 @@ int main(int argc, char** argv) {
       MPI_Allreduce(&mine, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
       expect(total == static_cast<long>(geomopt::Adam().init(zparams).nbytes()),
              "the ranks' states add up to the unsharded state");
+
+      long pid = static_cast<long>(::getpid());  // rank 0's process names the file
+      MPI_Bcast(&pid, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+      const std::string path =
+          (std::filesystem::temp_directory_path() / ("geomopt_docs_distributed_" + std::to_string(pid) + ".h5"))
+              .string();
+      // snippet-begin: checkpoint
+      geomopt::distributed::save_checkpoint(comm, path, zparams, zero);  // collective: rank 0 writes the whole state
+
+      // Later, at any number of ranks (or in one process, by geomopt::io::load_checkpoint into adam.init(params)):
+      Linear<double> resumed{Eigen::MatrixXd::Zero(3, 6), Eigen::VectorXd::Zero(3)};
+      geomopt::distributed::ZeroRedundancyOptimizer again(comm, geomopt::Adam({.lr = 0.05}), resumed);
+      geomopt::distributed::load_checkpoint(comm, path, resumed, again);  // each rank keeps its units' state
+      // snippet-end: checkpoint
+      Linear<double> rgrads = zgrads;
+      share_gradient(zparams, batch, comm.rank(), comm.size(), zgrads);
+      share_gradient(resumed, batch, comm.rank(), comm.size(), rgrads);
+      zero.step(zparams, zgrads);
+      again.step(resumed, rgrads);
+      expect(geomopt::ptree::flatten(resumed) == geomopt::ptree::flatten(zparams),
+             "a run resumed from the checkpoint takes the same step, bit for bit");
+      comm.barrier();
+      if (comm.rank() == 0) std::filesystem::remove(path);
     }
 
     Linear<double> other = grads;

@@ -22,69 +22,21 @@
 #include <vector>
 
 #include "count_allocations.hpp"
+#include "mixed_tree.hpp"
 #include "world.hpp"
 
 namespace gd = geomopt::distributed;
+using dtest::bytes_of;
+using dtest::gradient_of;
+using dtest::kPieces;
+using dtest::make_params;
+using dtest::Mixed;
 using dtest::same_on_every_rank;
+using dtest::serial_mean;
 using dtest::world_rank;
 using dtest::world_size;
 
 namespace {
-
-template <class T>
-struct Mixed {
-  Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> weight;  // 40 x 31: 1240 entries, five pieces of 256
-  Eigen::Matrix<T, Eigen::Dynamic, 1> bias;                 // 300: two pieces
-  Eigen::Matrix<T, Eigen::Dynamic, 1> scale;                // 10: whole
-  geomopt::Stiefel<T> frame;                                // 8 x 3
-  geomopt::Sphere<T> direction;                             // 6
-  GEOMOPT_PTREE(weight, bias, scale, frame, direction)
-};
-
-constexpr gd::OwnershipOptions kPieces{.max_piece_entries = 256};
-
-template <class T>
-Mixed<T> make_params(Eigen::Index bias = 300) {
-  geomopt::Rng rng(5);
-  Mixed<T> p{Eigen::Matrix<T, -1, -1>::Random(40, 31), Eigen::Matrix<T, -1, 1>::Random(bias),
-             Eigen::Matrix<T, -1, 1>::Random(10), geomopt::Stiefel<T>::random_point(rng, 8, 3),
-             geomopt::Sphere<T>::random_point(rng, 6)};
-  return p;
-}
-
-// Rank q's gradient at step k, the same on every rank that asks.
-template <class T>
-Mixed<T> gradient_of(const Mixed<T>& shape, int q, int k) {
-  std::mt19937 rng(static_cast<unsigned>(1000 * k + q));
-  std::normal_distribution<double> n(0, 1);
-  Mixed<T> g = shape;
-  geomopt::ptree::for_each_storage([&](auto& b) { b = b.unaryExpr([&](T) { return static_cast<T>(n(rng)); }); }, g);
-  return g;
-}
-
-// The serial mean of every rank's gradient: left-to-right sum in rank order, one division by P.
-template <class T>
-Mixed<T> serial_mean(const Mixed<T>& shape, int P, int k) {
-  Mixed<T> sum = gradient_of(shape, 0, k);
-  for (int q = 1; q < P; ++q) {
-    const Mixed<T> g = gradient_of(shape, q, k);
-    geomopt::ptree::for_each_storage([](auto& s, const auto& x) { s += x; }, sum, g);
-  }
-  geomopt::ptree::for_each_storage([&](auto& s) { s /= static_cast<T>(P); }, sum);
-  return sum;
-}
-
-template <class Tree>
-std::vector<unsigned char> bytes_of(const Tree& t) {
-  std::vector<unsigned char> out;
-  geomopt::ptree::for_each_storage(
-      [&](const auto& b) {
-        const auto* p = reinterpret_cast<const unsigned char*>(b.data());
-        out.insert(out.end(), p, p + b.size() * static_cast<Eigen::Index>(sizeof(*b.data())));
-      },
-      t);
-  return out;
-}
 
 // Several sharded steps against the unsharded optimizer on the serial mean, bit for bit; the same bytes on every
 // rank; the state bytes of the ranks add up to the unsharded state's.

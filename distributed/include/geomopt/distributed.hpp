@@ -5,8 +5,9 @@
 //   AverageOptions      bucket size and buckets in flight
 //   Error, MismatchError  a failed MPI call; trees that differ between ranks
 //   OwnershipPlan       which rank steps which leaf or piece of a leaf (for sharded optimizer state)
-// ZeroRedundancyOptimizer (geomopt/distributed/zero_redundancy_optimizer.hpp) is not included here: it includes the
-// optimizers' headers, and its program links geomopt::optimizers.
+// ZeroRedundancyOptimizer (geomopt/distributed/zero_redundancy_optimizer.hpp) and its checkpoints
+// (geomopt/distributed/checkpoint.hpp) are not included here: they include the optimizers' (and io's) headers, and
+// their programs link geomopt::optimizers (and geomopt::io).
 // Every MPI call is in the compiled library libgeomopt_distributed; <mpi.h> is included by communicator.hpp only.
 #pragma once
 

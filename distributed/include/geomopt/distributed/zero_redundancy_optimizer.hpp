@@ -47,6 +47,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -58,6 +59,7 @@
 #include "geomopt/distributed/average.hpp"
 #include "geomopt/distributed/communicator.hpp"
 #include "geomopt/distributed/detail/shard_exchange.hpp"
+#include "geomopt/distributed/detail/state_transfer.hpp"
 #include "geomopt/distributed/ownership.hpp"
 #include "geomopt/manifolds/contract.hpp"
 #include "geomopt/optimizers/msign.hpp"
@@ -199,7 +201,7 @@ class ZeroRedundancyOptimizer {
   /// Throws std::invalid_argument (every rank) for invalid options and for the transforms not supported.
   ZeroRedundancyOptimizer(const Communicator& comm, Optimizer optimizer, const Tree& params, LeafRule rule = {},
                           OwnershipOptions options = {})
-      : optimizer_(std::move(optimizer)), pieces_member_{this} {
+      : optimizer_(std::move(optimizer)), rule_(std::move(rule)), pieces_member_{this} {
     const StepTransforms x = optimizer_.transforms();
     if (x.ema_decay != 0)
       throw std::invalid_argument("ZeroRedundancyOptimizer: ema_decay is not supported (the optimizer has " +
@@ -214,7 +216,7 @@ class ZeroRedundancyOptimizer {
     std::vector<LeafCost> leaves;
     ptree::for_each_with_path(
         [&](const ptree::Path& path, const auto& leaf) {
-          const LeafOptions lo = rule ? rule(path) : LeafOptions{};
+          const LeafOptions lo = rule_ ? rule_(path) : LeafOptions{};
           leaf_index_.emplace(path.str(), leaves.size());
           leaf_options_.push_back(lo);
           leaves.push_back(detail::leaf_cost<Optimizer>(path.str(), leaf, lo));
@@ -282,8 +284,85 @@ class ZeroRedundancyOptimizer {
     return report;
   }
 
+  /// Collective: the unsharded state on rank `root`, as optimizer().init(params, rule()) makes it, with every unit's
+  /// slots from its owner and the step count: what one process stepping the same gradients holds (bit for bit where
+  /// the step is, see the contract). std::nullopt on the other ranks. Costs root the memory of the whole state
+  /// (PyTorch's consolidate_state_dict does the same); the other ranks send their slots one array at a time.
+  std::optional<WholeState> gather_state(const Communicator& comm, const Tree& params, int root = 0) const {
+    check_communicator(comm, root, "gather_state");
+    std::optional<WholeState> full;
+    if (comm.rank() == root) {
+      full.emplace(optimizer_.init(params, rule_));
+      full->set_step_count(whole_state_->step_count());
+    }
+    for (int q = 0; q < comm.size(); ++q) {
+      if (comm.rank() != root && comm.rank() != q) continue;
+      for_each_unit_of(q, [&](const OwnedUnit& u, std::size_t piece) {
+        const auto mine = comm.rank() != q            ? decltype(slots_of(*whole_state_, 0)){}
+                          : piece == geomopt::kNoLeaf ? slots_of(*whole_state_, u.leaf)
+                                                      : slots_of(*piece_state_, piece);
+        if (comm.rank() != root) {
+          for (const auto& m : mine) detail::send_bytes(comm, root, m.data, m.size * sizeof(Scalar));
+          return;
+        }
+        const std::size_t offset = piece == geomopt::kNoLeaf ? 0 : static_cast<std::size_t>(u.begin);
+        const auto into = slots_of(*full, u.leaf);
+        for (std::size_t i = 0; i < into.size(); ++i) {
+          const std::size_t count =
+              piece == geomopt::kNoLeaf ? into[i].size : static_cast<std::size_t>(u.end - u.begin);
+          if (q == root)
+            std::memcpy(into[i].data + offset, mine.at(i).data, count * sizeof(Scalar));
+          else
+            detail::receive_bytes(comm, q, into[i].data + offset, count * sizeof(Scalar));
+        }
+      });
+    }
+    return full;
+  }
+
+  /// This rank's units take their slots, and its states the step count, from `full`: an unsharded state of the same
+  /// optimizer, rule and tree on every rank (gather_state's, a one-process state, a checkpoint's). Not collective;
+  /// the per-leaf options are not compared (io's strict load compares a file's with those of init's state). Throws
+  /// std::invalid_argument naming the leaf when full does not fit this optimizer's tree or a leaf has a step count of
+  /// its own (MissingGradient::skip, which this wrapper does not support); nothing changes then.
+  void set_state(const WholeState& full) {
+    if (full.leaf_count() != plan_.leaves().size())
+      throw std::invalid_argument("ZeroRedundancyOptimizer::set_state: the state has " +
+                                  std::to_string(full.leaf_count()) + " leaves, the tree " +
+                                  std::to_string(plan_.leaves().size()));
+    full.for_each_leaf_step([](const std::string& path, std::int64_t count) {
+      throw std::invalid_argument("ZeroRedundancyOptimizer::set_state: leaf " + path +
+                                  " has a step count of its own (" + std::to_string(count) +
+                                  "; MissingGradient::skip is not supported)");
+    });
+    for (int pass = 0; pass < 2; ++pass) {  // check every unit, then copy
+      for_each_unit_of(exchange_->rank(), [&](const OwnedUnit& u, std::size_t piece) {
+        const bool whole = piece == geomopt::kNoLeaf;
+        const auto from = slots_of(full, u.leaf);
+        const auto into = whole ? slots_of(*whole_state_, u.leaf) : slots_of(*piece_state_, piece);
+        const std::size_t begin = whole ? 0 : static_cast<std::size_t>(u.begin);
+        if (pass == 1) {
+          for (std::size_t i = 0; i < into.size(); ++i)
+            std::memcpy(into[i].data, from[i].data + begin, into[i].size * sizeof(Scalar));
+          return;
+        }
+        bool fits = full.leaf_path(u.leaf) == plan_.leaves()[u.leaf].path && from.size() == into.size();
+        for (std::size_t i = 0; fits && i < into.size(); ++i)
+          fits = from[i].name == into[i].name && begin + into[i].size <= from[i].size &&
+                 (!whole || into[i].size == from[i].size);
+        if (!fits)
+          throw std::invalid_argument("ZeroRedundancyOptimizer::set_state: leaf " + plan_.leaves()[u.leaf].path +
+                                      " of the state does not fit this tree (its path, slot names or sizes differ)");
+      });
+    }
+    whole_state_->set_step_count(full.step_count());
+    piece_state_->set_step_count(full.step_count());
+  }
+
   const OwnershipPlan& plan() const noexcept { return plan_; }
   const Optimizer& optimizer() const noexcept { return optimizer_; }
+  /// The rule given at construction: each leaf's options by its path.
+  const LeafRule& rule() const noexcept { return rule_; }
   /// The state of the whole leaves this rank owns and of its pieces of split leaves.
   const WholeState& whole_state() const noexcept { return *whole_state_; }
   const PieceState& piece_state() const noexcept { return *piece_state_; }
@@ -328,6 +407,46 @@ class ZeroRedundancyOptimizer {
     double scheduled_lr(const PieceState& s) const { return self->optimizer_.scheduled_lr(s); }
   };
 
+  // One state array of a leaf: its slot name, numbers and count.
+  template <class Pointer>
+  struct SlotArray {
+    std::string name;
+    Pointer data;
+    std::size_t size;
+  };
+  // The state arrays of leaf `leaf` of a state, in its for_each_slot order.
+  template <class State>
+  static auto slots_of(State& state, std::size_t leaf) {
+    std::vector<SlotArray<std::conditional_t<std::is_const_v<State>, const Scalar*, Scalar*>>> out;
+    state.for_each_slot_of_leaf(leaf, [&](const std::string&, std::string_view name, auto map) {
+      out.push_back({std::string(name), map.data(), static_cast<std::size_t>(map.size())});
+    });
+    return out;
+  }
+
+  // f(unit, piece) for each unit rank q owns, in plan order: piece is kNoLeaf for a leaf stepped whole in the
+  // whole-leaf state, otherwise the unit's number among q's pieces (its leaf in the piece state).
+  template <class F>
+  void for_each_unit_of(int q, F&& f) const {
+    std::size_t piece = 0;
+    for (const OwnedUnit& u : plan_.units()) {
+      if (u.owner != q) continue;
+      if (u.whole && !plan_.leaves()[u.leaf].splittable)
+        f(u, geomopt::kNoLeaf);
+      else
+        f(u, piece++);
+    }
+  }
+
+  void check_communicator(const Communicator& comm, int root, const char* operation) const {
+    if (comm.size() != exchange_->size() || comm.rank() != exchange_->rank() || root < 0 || root >= comm.size())
+      throw std::invalid_argument(std::string("ZeroRedundancyOptimizer::") + operation + ": the communicator (rank " +
+                                  std::to_string(comm.rank()) + " of " + std::to_string(comm.size()) +
+                                  ") is not the one of construction (rank " + std::to_string(exchange_->rank()) +
+                                  " of " + std::to_string(exchange_->size()) + ") or root " + std::to_string(root) +
+                                  " is not one of its ranks");
+  }
+
   // The first block of a leaf in the exchange's numbering (construction only).
   std::size_t first_block(std::size_t leaf) const {
     const auto& blocks = exchange_->shape().blocks;
@@ -344,6 +463,7 @@ class ZeroRedundancyOptimizer {
   }
 
   Optimizer optimizer_;
+  LeafRule rule_;
   OwnershipPlan plan_;
   std::unordered_map<std::string, std::size_t> leaf_index_;
   std::vector<LeafOptions> leaf_options_;
