@@ -33,7 +33,12 @@
 //     differing rank and the first differing path), and at each step the same as at construction (step throws
 //     MismatchError on every rank, every tree untouched);
 //   - an error that only an owner's step can meet (a point off its manifold: std::domain_error) is thrown on that rank
-//     alone, while the others wait in the step's messages (docs/distributed.md, "Errors").
+//     alone; the others wait in the step's messages until the Communicator's timeout and throw TimeoutError naming
+//     that rank (docs/distributed.md, "Errors");
+//   - every wait of construction and step ends within the Communicator's timeout (TimeoutError naming the ranks whose
+//     messages did not arrive and a unit's path); after an Error or TimeoutError the optimizer and its Communicator
+//     are poisoned (communicator.hpp); a rank's params then hold the new numbers of the units it stepped, the old
+//     ones of the units it did not receive.
 // Invariants: at P = 1, step allocates nothing after the first call when the optimizer's own step does not and the
 // transforms need no norm (the decisions' all-gathers are MPI collectives, whose buffers are MPI's); at P > 1 a few
 // allocations in 20 steps remain, not traced yet (docs/distributed.md, "Memory").
