@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include <Eigen/Core>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -119,6 +120,20 @@ int main(int argc, char** argv) {
       MPI_Allreduce(&mine, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
       expect(total == static_cast<long>(geomopt::Adam().init(zparams).nbytes()),
              "the ranks' states add up to the unsharded state");
+    }
+
+    {
+      // snippet-begin: faults
+      const geomopt::distributed::Communicator timed(MPI_COMM_WORLD, {.timeout = std::chrono::seconds(30)});
+      geomopt::distributed::GradientAverager guarded(timed, grads);
+      try {
+        guarded.average(grads);
+      } catch (const geomopt::distributed::Error& e) {  // TimeoutError too: a rank died or hung, or MPI failed
+        std::fprintf(stderr, "rank %d: %s\n", timed.rank(), e.what());  // the operation, the ranks, the path
+        MPI_Abort(MPI_COMM_WORLD, 3);  // MPI_Finalize would wait for the lost rank: end every rank now
+      }
+      // snippet-end: faults
+      expect(timed.timeout() == std::chrono::seconds(30) && !timed.poisoned(), "a healthy call within the timeout");
     }
 
     Linear<double> other = grads;
