@@ -51,6 +51,7 @@ struct AveragingEngine::State : EngineBase {
   // Persistent requests: per bucket k, phase 1 (scatter: receives then sends) in scatter[scatter_at[k],
   // scatter_at[k+1]) and phase 2 (gather) likewise; the status exchange in status.
   std::vector<MPI_Request> scatter, gather, status;
+  std::vector<Peer> scatter_peer, gather_peer, status_peer;  // the other end of each request, for a wait's errors
   std::vector<std::size_t> scatter_at, gather_at;
   std::int64_t status_out[kStatusWords] = {};
   std::vector<std::int64_t> status_in;  // P x kStatusWords
@@ -72,12 +73,13 @@ struct AveragingEngine::State : EngineBase {
   void pack(std::size_t k, const BlockAccess* blocks, bool unpack);
   void reduce(std::size_t k);
   [[noreturn]] void throw_call_mismatch();
+  void run(const BlockAccess* blocks, const LocalMismatch& mismatch);
 };
 
 void AveragingEngine::State::exchange_signatures(const AverageOptions& options) {
   std::string invalid;
   const bool valid = options.IsValid(&invalid);
-  check_same_tree(comm, shape, entries, scalar,
+  check_same_tree(link, shape, entries, scalar,
                   {"GradientAverager", "AverageOptions", "bucket_bytes", options.bucket_bytes, valid, invalid});
 }
 
@@ -127,10 +129,10 @@ AveragingEngine::AveragingEngine(const Communicator& comm, const AverageOptions&
                                  TreeShape shape)
     : state_(std::make_unique<State>()) {
   State& s = *state_;
-  s.open(comm, scalar);
+  s.open(comm, scalar, "GradientAverager");
   s.shape = std::move(shape);
   s.build();
-  s.exchange_signatures(options);
+  guarded(s.link, "GradientAverager", [&] { s.exchange_signatures(options); });
 
   s.in_flight = options.buckets_in_flight;
   s.bucket_entries = std::max<std::int64_t>(1, static_cast<std::int64_t>(options.bucket_bytes / s.elem));
@@ -162,6 +164,13 @@ AveragingEngine::AveragingEngine(const Communicator& comm, const AverageOptions&
     const std::int64_t own = s.chunk_size(n, s.rank);
     std::byte* slot = stage + (k % static_cast<std::size_t>(s.in_flight)) * s.slot_bytes;
     std::byte* own_at = flat + static_cast<std::size_t>(lo + s.chunk_lo(n, s.rank)) * s.elem;
+    // The leaf of a chunk's first entry.
+    auto leaf_at = [&](std::int64_t entry) {
+      std::size_t j = s.first_block[k];
+      while (j + 1 < s.offset.size() && s.offset[j + 1] <= entry) ++j;
+      return s.shape.blocks.empty() ? std::int64_t{-1} : s.shape.blocks[j].leaf;
+    };
+    const std::int64_t own_leaf = leaf_at(lo + s.chunk_lo(n, s.rank));
     MPI_Request r;
     // Phase 1: the other ranks' contributions to my chunk, into the slot in rank order; my contributions to theirs.
     for (int q = 0, i = 0; q < s.P; ++q) {
@@ -171,12 +180,14 @@ AveragingEngine::AveragingEngine(const Communicator& comm, const AverageOptions&
                             static_cast<int>(own), s.type, q, kScatterTag, s.comm, &r),
               "MPI_Recv_init", s.comm);
         s.scatter.push_back(r);
+        s.scatter_peer.push_back({q, true, own_leaf});
       }
       ++i;
     }
     // A message with each other rank q over its chunk q of this bucket in the flat vector: phase 1 sends them, phase
     // 2 receives them back finished.
-    auto chunk_messages = [&](auto init, const char* call, int tag, std::vector<MPI_Request>& list) {
+    auto chunk_messages = [&](auto init, const char* call, int tag, std::vector<MPI_Request>& list,
+                              std::vector<Peer>& peers, bool receive) {
       for (int q = 0; q < s.P; ++q) {
         const std::int64_t size = s.chunk_size(n, q);
         if (q == s.rank || size == 0) continue;
@@ -184,16 +195,18 @@ AveragingEngine::AveragingEngine(const Communicator& comm, const AverageOptions&
                    tag, s.comm, &r),
               call, s.comm);
         list.push_back(r);
+        peers.push_back({q, receive, leaf_at(lo + s.chunk_lo(n, q))});
       }
     };
-    chunk_messages(MPI_Send_init, "MPI_Send_init", kScatterTag, s.scatter);
+    chunk_messages(MPI_Send_init, "MPI_Send_init", kScatterTag, s.scatter, s.scatter_peer, false);
     s.scatter_at.push_back(s.scatter.size());
     // Phase 2: the finished chunks of the others into the flat vector; mine to each of them.
-    chunk_messages(MPI_Recv_init, "MPI_Recv_init", kGatherTag, s.gather);
+    chunk_messages(MPI_Recv_init, "MPI_Recv_init", kGatherTag, s.gather, s.gather_peer, true);
     for (int q = 0; q < s.P; ++q) {
       if (q == s.rank || own == 0) continue;
       check(MPI_Send_init(own_at, static_cast<int>(own), s.type, q, kGatherTag, s.comm, &r), "MPI_Send_init", s.comm);
       s.gather.push_back(r);
+      s.gather_peer.push_back({q, false, own_leaf});
     }
     // The others' chunks in phase 1, mine to each other rank in phase 2.
     s.bytes_sent += static_cast<std::size_t>(n - own + static_cast<std::int64_t>(s.P - 1) * own) * s.elem;
@@ -206,8 +219,10 @@ AveragingEngine::AveragingEngine(const Communicator& comm, const AverageOptions&
                         kStatusTag, s.comm, &r),
           "MPI_Recv_init", s.comm);
     s.status.push_back(r);
+    s.status_peer.push_back({q, true, -1});
     check(MPI_Send_init(s.status_out, kStatusWords, MPI_INT64_T, q, kStatusTag, s.comm, &r), "MPI_Send_init", s.comm);
     s.status.push_back(r);
+    s.status_peer.push_back({q, false, -1});
   }
 }
 
@@ -223,6 +238,11 @@ int AveragingEngine::size() const noexcept { return state_->P; }
 
 void AveragingEngine::run(const BlockAccess* blocks, const LocalMismatch& mismatch) {
   State& s = *state_;
+  guarded(s.link, "GradientAverager::average", [&] { s.run(blocks, mismatch); });
+}
+
+void AveragingEngine::State::run(const BlockAccess* blocks, const LocalMismatch& mismatch) {
+  State& s = *this;
   const std::int64_t local[kStatusWords] = {mismatch.leaf, mismatch.block, mismatch.rows, mismatch.cols};
   std::copy(local, local + kStatusWords, s.status_out);
   std::copy(local, local + kStatusWords, &s.status_in[static_cast<std::size_t>(s.rank) * kStatusWords]);
@@ -241,14 +261,15 @@ void AveragingEngine::run(const BlockAccess* blocks, const LocalMismatch& mismat
       check(MPI_Testall(static_cast<int>(to - from), &list[from], &done, MPI_STATUSES_IGNORE), "MPI_Testall", comm);
     return done != 0;
   };
-  auto wait = [&](std::vector<MPI_Request>& list, std::size_t from, std::size_t to) {
-    if (to > from)
-      check(MPI_Waitall(static_cast<int>(to - from), &list[from], MPI_STATUSES_IGNORE), "MPI_Waitall", comm);
+  auto wait = [&](std::vector<MPI_Request>& list, const std::vector<Peer>& peers, std::size_t from, std::size_t to,
+                  const char* part, std::size_t bucket) {
+    link.wait(list.data() + from, static_cast<int>(to - from), peers.data() + from,
+              {"GradientAverager::average", part, &s.shape.paths, -1, static_cast<std::int64_t>(bucket)});
   };
   bool statuses_known = false, any_mismatch = false;
   auto learn_statuses = [&] {
     if (statuses_known) return;
-    wait(s.status, 0, s.status.size());
+    wait(s.status, s.status_peer, 0, s.status.size(), "the status messages", kNoIndex);
     for (int q = 0; q < s.P; ++q)
       any_mismatch = any_mismatch || s.status_in[static_cast<std::size_t>(q) * kStatusWords] >= 0;
     statuses_known = true;
@@ -279,9 +300,11 @@ void AveragingEngine::run(const BlockAccess* blocks, const LocalMismatch& mismat
     }
     if (!progressed) {
       if (reduced < packed)
-        wait(s.scatter, s.scatter_at[reduced], s.scatter_at[reduced + 1]);
+        wait(s.scatter, s.scatter_peer, s.scatter_at[reduced], s.scatter_at[reduced + 1],
+             "the reduce-scatter of bucket", reduced);
       else
-        wait(s.gather, s.gather_at[finished], s.gather_at[finished + 1]);
+        wait(s.gather, s.gather_peer, s.gather_at[finished], s.gather_at[finished + 1], "the all-gather of bucket",
+             finished);
     }
   }
   learn_statuses();

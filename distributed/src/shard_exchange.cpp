@@ -27,6 +27,8 @@ namespace {
 constexpr int kStatusTag = 24011;
 constexpr int kReduceTag = 24012;
 constexpr int kGatherTag = 24013;
+constexpr int kDecisionTag = 24014;
+constexpr const char* kStep = "ZeroRedundancyOptimizer::step";
 
 }  // namespace
 
@@ -46,6 +48,9 @@ struct ShardExchange::State : EngineBase {
   std::vector<double> flat;          // double storage aligns float and double
   std::vector<double> stage;         // (P - 1) receive areas of this rank's region
   std::vector<MPI_Request> reduce_requests, gather_requests, status_requests;
+  std::vector<Peer> reduce_peers, gather_peers, status_peers;  // the other end of each request, for a wait's errors
+  std::vector<MPI_Request> decision_requests;                  // 2 (P - 1): the all-gather of a step's decisions
+  std::vector<Peer> decision_peers;
   std::int64_t status_out[kStatusWords] = {};
   std::vector<std::int64_t> status_in;  // P x kStatusWords
   std::vector<const void*> contributions;
@@ -54,7 +59,8 @@ struct ShardExchange::State : EngineBase {
   std::byte* at(std::int64_t entry) { return reinterpret_cast<std::byte*>(flat.data()) + entry * elem; }
   std::int64_t own() const { return region[rank + 1] - region[rank]; }
 
-  State() { requests = {&reduce_requests, &gather_requests, &status_requests}; }
+  State() { requests = {&reduce_requests, &gather_requests, &status_requests, &decision_requests}; }
+  void reduce(void* const* blocks, const LocalMismatch& mismatch);
   ~State() { free_requests(); }
 
   // Copies the segments for which `which(owner)` holds between the blocks and the flat vector.
@@ -77,7 +83,7 @@ ShardExchange::ShardExchange(const Communicator& comm, FlatScalar scalar, TreeSh
                              const std::string& invalid)
     : state_(std::make_unique<State>()) {
   State& s = *state_;
-  s.open(comm, scalar);
+  s.open(comm, scalar, "ZeroRedundancyOptimizer");
   s.shape = std::move(shape);
 
   // Per leaf, its first block and each block's first entry within the leaf.
@@ -95,9 +101,11 @@ ShardExchange::ShardExchange(const Communicator& comm, FlatScalar scalar, TreeSh
                          : 0;
     entries += b.rows * b.cols;
   }
-  check_same_tree(
-      s.comm, s.shape, entries, scalar,
-      {"ZeroRedundancyOptimizer", "OwnershipOptions", "max_piece_entries", max_piece_entries, options_valid, invalid});
+  guarded(s.link, "ZeroRedundancyOptimizer", [&] {
+    check_same_tree(s.link, s.shape, entries, scalar,
+                    {"ZeroRedundancyOptimizer", "OwnershipOptions", "max_piece_entries", max_piece_entries,
+                     options_valid, invalid});
+  });
 
   s.region.assign(static_cast<std::size_t>(s.P) + 1, 0);
   std::int64_t flat = 0;
@@ -126,8 +134,23 @@ ShardExchange::ShardExchange(const Communicator& comm, FlatScalar scalar, TreeSh
                      sizeof(double) +
                  1);
   auto* stage = reinterpret_cast<std::byte*>(s.stage.data());
+  // The leaf of the first unit each rank owns, the first path a wait for its region names.
+  std::vector<std::int64_t> first_leaf(static_cast<std::size_t>(s.P), -1);
+  for (const State::Segment& g : s.segments)
+    if (first_leaf[static_cast<std::size_t>(g.owner)] < 0)
+      first_leaf[static_cast<std::size_t>(g.owner)] = static_cast<std::int64_t>(s.shape.blocks[g.block].leaf);
+  const std::int64_t own_leaf = first_leaf[static_cast<std::size_t>(s.rank)];
+  // A status or decision message is about the whole step: it names this rank's first unit, else the peer's, else the
+  // tree's first leaf.
+  auto step_leaf = [&](std::int64_t theirs) {
+    return own_leaf >= 0 ? own_leaf : theirs >= 0 ? theirs : s.shape.paths.empty() ? std::int64_t{-1} : 0;
+  };
+  s.decision_requests.assign(2 * static_cast<std::size_t>(s.P - 1), MPI_REQUEST_NULL);
   MPI_Request r;
   for (int q = 0, i = 0; q < s.P; ++q) {
+    const std::int64_t their_leaf = first_leaf[static_cast<std::size_t>(q)];
+    if (q != s.rank)
+      s.decision_peers.insert(s.decision_peers.end(), {{q, true, step_leaf(their_leaf)}, {q, false, -1}});
     if (q == s.rank) continue;
     const std::int64_t theirs = s.region[static_cast<std::size_t>(q) + 1] - s.region[static_cast<std::size_t>(q)];
     std::byte* their_region = s.at(s.region[static_cast<std::size_t>(q)]);
@@ -138,29 +161,35 @@ ShardExchange::ShardExchange(const Communicator& comm, FlatScalar scalar, TreeSh
                           static_cast<int>(own), s.type, q, kReduceTag, s.comm, &r),
             "MPI_Recv_init", s.comm);
       s.reduce_requests.push_back(r);
+      s.reduce_peers.push_back({q, true, own_leaf});
     }
     if (theirs > 0) {
       check(MPI_Send_init(their_region, static_cast<int>(theirs), s.type, q, kReduceTag, s.comm, &r), "MPI_Send_init",
             s.comm);
       s.reduce_requests.push_back(r);
+      s.reduce_peers.push_back({q, false, their_leaf});
     }
     // Gather: q's stepped units into the flat vector; mine to q.
     if (theirs > 0) {
       check(MPI_Recv_init(their_region, static_cast<int>(theirs), s.type, q, kGatherTag, s.comm, &r), "MPI_Recv_init",
             s.comm);
       s.gather_requests.push_back(r);
+      s.gather_peers.push_back({q, true, their_leaf});
     }
     if (own > 0) {
       check(MPI_Send_init(own_region, static_cast<int>(own), s.type, q, kGatherTag, s.comm, &r), "MPI_Send_init",
             s.comm);
       s.gather_requests.push_back(r);
+      s.gather_peers.push_back({q, false, own_leaf});
     }
     check(MPI_Recv_init(&s.status_in[static_cast<std::size_t>(q) * kStatusWords], kStatusWords, MPI_INT64_T, q,
                         kStatusTag, s.comm, &r),
           "MPI_Recv_init", s.comm);
     s.status_requests.push_back(r);
+    s.status_peers.push_back({q, true, step_leaf(their_leaf)});
     check(MPI_Send_init(s.status_out, kStatusWords, MPI_INT64_T, q, kStatusTag, s.comm, &r), "MPI_Send_init", s.comm);
     s.status_requests.push_back(r);
+    s.status_peers.push_back({q, false, their_leaf});
     s.bytes_sent += static_cast<std::size_t>(theirs + own) * s.elem;
     ++i;
   }
@@ -177,6 +206,11 @@ int ShardExchange::size() const noexcept { return state_->P; }
 
 void ShardExchange::reduce(void* const* blocks, const LocalMismatch& mismatch) {
   State& s = *state_;
+  guarded(s.link, kStep, [&] { s.reduce(blocks, mismatch); });
+}
+
+void ShardExchange::State::reduce(void* const* blocks, const LocalMismatch& mismatch) {
+  State& s = *this;
   const std::int64_t local[kStatusWords] = {mismatch.leaf, mismatch.block, mismatch.rows, mismatch.cols};
   std::copy(local, local + kStatusWords, s.status_out);
   std::copy(local, local + kStatusWords, &s.status_in[static_cast<std::size_t>(s.rank) * kStatusWords]);
@@ -184,19 +218,18 @@ void ShardExchange::reduce(void* const* blocks, const LocalMismatch& mismatch) {
     if (list.empty()) return;
     check(MPI_Startall(static_cast<int>(list.size()), list.data()), "MPI_Startall", s.comm);
   };
-  auto wait = [&](std::vector<MPI_Request>& list) {
-    if (list.empty()) return;
-    check(MPI_Waitall(static_cast<int>(list.size()), list.data(), MPI_STATUSES_IGNORE), "MPI_Waitall", s.comm);
+  auto wait = [&](std::vector<MPI_Request>& list, const std::vector<Peer>& peers, const char* part) {
+    link.wait(list.data(), static_cast<int>(list.size()), peers.data(), {kStep, part, &s.shape.paths});
   };
   const bool packable = mismatch.leaf < 0;
   run(s.status_requests);
   if (packable && s.P > 1) s.copy(blocks, true, [&](int owner) { return owner != s.rank; });
   run(s.reduce_requests);
-  wait(s.status_requests);
-  wait(s.reduce_requests);
+  wait(s.status_requests, s.status_peers, "the status messages");
+  wait(s.reduce_requests, s.reduce_peers, "the reduce of the gradients to their owners");
   for (int q = 0; q < s.P; ++q)
     if (s.status_in[static_cast<std::size_t>(q) * kStatusWords] >= 0)
-      throw_status_mismatch(s.shape, s.status_in.data(), s.P, "ZeroRedundancyOptimizer::step", "the optimizer");
+      throw_status_mismatch(s.shape, s.status_in.data(), s.P, kStep, "the optimizer");
   if (s.P == 1) return;  // the mean of one gradient is itself
   const std::int64_t own = s.own();
   if (own == 0) return;
@@ -216,20 +249,37 @@ void ShardExchange::reduce(void* const* blocks, const LocalMismatch& mismatch) {
 
 void ShardExchange::gather(void* const* blocks) {
   State& s = *state_;
-  if (s.P == 1) return;
-  s.copy(blocks, true, [&](int owner) { return owner == s.rank; });
-  if (!s.gather_requests.empty()) {
-    check(MPI_Startall(static_cast<int>(s.gather_requests.size()), s.gather_requests.data()), "MPI_Startall", s.comm);
-    check(MPI_Waitall(static_cast<int>(s.gather_requests.size()), s.gather_requests.data(), MPI_STATUSES_IGNORE),
-          "MPI_Waitall", s.comm);
-  }
-  s.copy(blocks, false, [&](int owner) { return owner != s.rank; });
+  guarded(s.link, kStep, [&] {
+    if (s.P == 1) return;
+    s.copy(blocks, true, [&](int owner) { return owner == s.rank; });
+    if (!s.gather_requests.empty()) {
+      check(MPI_Startall(static_cast<int>(s.gather_requests.size()), s.gather_requests.data()), "MPI_Startall", s.comm);
+      s.link.wait(s.gather_requests.data(), static_cast<int>(s.gather_requests.size()), s.gather_peers.data(),
+                  {kStep, "the gather of the stepped units from their owners", &s.shape.paths});
+    }
+    s.copy(blocks, false, [&](int owner) { return owner != s.rank; });
+  });
 }
 
 void ShardExchange::all_gather(const void* mine, std::size_t bytes, void* all) {
   State& s = *state_;
-  check(MPI_Allgather(mine, static_cast<int>(bytes), MPI_BYTE, all, static_cast<int>(bytes), MPI_BYTE, s.comm),
-        "MPI_Allgather", s.comm);
+  guarded(s.link, kStep, [&] {
+    // Point-to-point, so that a wait that expires names the ranks whose decisions did not arrive; every rank calls
+    // it in the same order, so MPI's non-overtaking rule matches the calls' messages without a sequence number.
+    auto* out = static_cast<std::byte*>(all);
+    std::memcpy(out + static_cast<std::size_t>(s.rank) * bytes, mine, bytes);
+    for (int q = 0, i = 0; q < s.P; ++q) {
+      if (q == s.rank) continue;
+      check(MPI_Irecv(out + static_cast<std::size_t>(q) * bytes, static_cast<int>(bytes), MPI_BYTE, q, kDecisionTag,
+                      s.comm, &s.decision_requests[static_cast<std::size_t>(i++)]),
+            "MPI_Irecv", s.comm);
+      check(MPI_Isend(mine, static_cast<int>(bytes), MPI_BYTE, q, kDecisionTag, s.comm,
+                      &s.decision_requests[static_cast<std::size_t>(i++)]),
+            "MPI_Isend", s.comm);
+    }
+    s.link.wait(s.decision_requests.data(), static_cast<int>(s.decision_requests.size()), s.decision_peers.data(),
+                {kStep, "the all-gather of the step's decisions (gradient norm, non-finite leaves)", &s.shape.paths});
+  });
 }
 
 }  // namespace geomopt::distributed::detail

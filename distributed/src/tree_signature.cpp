@@ -43,8 +43,20 @@ std::string describe_found(std::int64_t rows, std::int64_t cols) {
 
 }  // namespace
 
-void check_same_tree(MPI_Comm comm, const TreeShape& shape, std::int64_t entries, FlatScalar scalar,
+void check_same_tree(const Link& link, const TreeShape& shape, std::int64_t entries, FlatScalar scalar,
                      const SharedSetting& setting) {
+  const MPI_Comm comm = link.comm;
+  const std::string operation = std::string(setting.who) + " (the check that every rank has the same tree)";
+  // Each collective of the check: started non-blocking, waited for within the timeout.
+  auto collective = [&](auto start, const char* call, const char* part) {
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(start(&request), call, comm);
+    link.wait(&request, 1, nullptr, {operation.c_str(), part});
+  };
+  auto bcast = [&](void* buffer, int count, MPI_Datatype type, int root) {
+    collective([&](MPI_Request* r) { return MPI_Ibcast(buffer, count, type, root, comm, r); }, "MPI_Ibcast",
+               "a broadcast of where the trees differ");
+  };
   int rank = 0, P = 1;
   check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank", comm);
   check(MPI_Comm_size(comm, &P), "MPI_Comm_size", comm);
@@ -56,7 +68,11 @@ void check_same_tree(MPI_Comm comm, const TreeShape& shape, std::int64_t entries
   const std::uint64_t mine[kWords] = {static_cast<std::uint64_t>(entries), leaves.size(), tree_hash,
                                       static_cast<std::uint64_t>(scalar),  setting.value, setting.valid ? 1u : 0u};
   std::vector<std::uint64_t> all(static_cast<std::size_t>(P) * kWords);
-  check(MPI_Allgather(mine, kWords, MPI_UINT64_T, all.data(), kWords, MPI_UINT64_T, comm), "MPI_Allgather", comm);
+  collective(
+      [&](MPI_Request* r) {
+        return MPI_Iallgather(mine, kWords, MPI_UINT64_T, all.data(), kWords, MPI_UINT64_T, comm, r);
+      },
+      "MPI_Iallgather", "the all-gather of the trees' signatures");
   auto word = [&](int q, int w) { return all[static_cast<std::size_t>(q) * kWords + static_cast<std::size_t>(w)]; };
 
   // Options first: with different buckets the messages would not match.
@@ -84,7 +100,7 @@ void check_same_tree(MPI_Comm comm, const TreeShape& shape, std::int64_t entries
   const int bad = differing.front();
   const std::size_t leaves0 = word(0, 1), leaves_bad = word(bad, 1);
   std::vector<std::uint64_t> hashes0 = rank == 0 ? leaves : std::vector<std::uint64_t>(leaves0);
-  check(MPI_Bcast(hashes0.data(), static_cast<int>(leaves0), MPI_UINT64_T, 0, comm), "MPI_Bcast", comm);
+  bcast(hashes0.data(), static_cast<int>(leaves0), MPI_UINT64_T, 0);
   std::int64_t first = 0;
   if (rank == bad) {
     const std::size_t common = std::min(leaves0, leaves.size());
@@ -92,13 +108,13 @@ void check_same_tree(MPI_Comm comm, const TreeShape& shape, std::int64_t entries
     while (i < common && hashes0[i] == leaves[i]) ++i;
     first = static_cast<std::int64_t>(i);
   }
-  check(MPI_Bcast(&first, 1, MPI_INT64_T, bad, comm), "MPI_Bcast", comm);
+  bcast(&first, 1, MPI_INT64_T, bad);
   const auto at = static_cast<std::size_t>(first);
   auto broadcast = [&](std::string text, int root) {
     std::int64_t n = static_cast<std::int64_t>(text.size());
-    check(MPI_Bcast(&n, 1, MPI_INT64_T, root, comm), "MPI_Bcast", comm);
+    bcast(&n, 1, MPI_INT64_T, root);
     text.resize(static_cast<std::size_t>(n));
-    check(MPI_Bcast(text.data(), static_cast<int>(n), MPI_CHAR, root, comm), "MPI_Bcast", comm);
+    bcast(text.data(), static_cast<int>(n), MPI_CHAR, root);
     return text;
   };
   auto local_path = [&] { return at < shape.paths.size() ? shape.paths[at] : std::string(); };

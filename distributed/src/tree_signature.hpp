@@ -9,6 +9,7 @@
 #include <string>
 
 #include "geomopt/distributed/detail/averaging_engine.hpp"
+#include "wait.hpp"
 
 namespace geomopt::distributed::detail {
 
@@ -25,8 +26,9 @@ struct SharedSetting {
 /// Exchanges every rank's tree signature (entry count, leaf count, a hash of its paths, shapes and scalars, the flat
 /// scalar) and setting. Throws on every rank, with the same message: std::invalid_argument when a rank's options are
 /// invalid or its value differs from rank 0's; MismatchError when a rank's tree differs from rank 0's, naming the
-/// lowest differing rank, the first differing path and what each side has there.
-void check_same_tree(MPI_Comm comm, const TreeShape& shape, std::int64_t entries, FlatScalar scalar,
+/// lowest differing rank, the first differing path and what each side has there. Each of its collectives is
+/// non-blocking, waited for within the link's timeout (TimeoutError).
+void check_same_tree(const Link& link, const TreeShape& shape, std::int64_t entries, FlatScalar scalar,
                      const SharedSetting& setting);
 
 /// Words of the status message each rank sends with a call's first messages: its LocalMismatch (leaf, block, rows,

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <Eigen/Core>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -146,6 +147,20 @@ int main(int argc, char** argv) {
              "a run resumed from the checkpoint takes the same step, bit for bit");
       comm.barrier();
       if (comm.rank() == 0) std::filesystem::remove(path);
+    }
+
+    {
+      // snippet-begin: faults
+      const geomopt::distributed::Communicator timed(MPI_COMM_WORLD, {.timeout = std::chrono::seconds(30)});
+      geomopt::distributed::GradientAverager guarded(timed, grads);
+      try {
+        guarded.average(grads);
+      } catch (const geomopt::distributed::Error& e) {  // TimeoutError too: a rank died or hung, or MPI failed
+        std::fprintf(stderr, "rank %d: %s\n", timed.rank(), e.what());  // the operation, the ranks, the path
+        MPI_Abort(MPI_COMM_WORLD, 3);  // MPI_Finalize would wait for the lost rank: end every rank now
+      }
+      // snippet-end: faults
+      expect(timed.timeout() == std::chrono::seconds(30) && !timed.poisoned(), "a healthy call within the timeout");
     }
 
     Linear<double> other = grads;

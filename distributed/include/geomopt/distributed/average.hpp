@@ -25,8 +25,10 @@
 // scalars), naming the lowest differing rank and the first differing path; std::invalid_argument on every rank when
 // the options are invalid or differ. average() throws MismatchError on every rank when one rank's tree no longer has
 // the shapes it was built with, after the messages of the call have flowed, and every rank's tree is then untouched.
-// A failing MPI call throws Error; the tree then holds, bucket by bucket, either the mean or its own values (a bucket
-// is written only once its mean is complete), never a partly written bucket.
+// A failing MPI call throws Error, and a wait that outlasts the Communicator's timeout TimeoutError, naming the ranks
+// whose messages did not arrive and the bucket's first path; the tree then holds, bucket by bucket, either the mean
+// or its own values (a bucket is written only once its mean is complete), never a partly written bucket, and the
+// averager and its Communicator are poisoned (communicator.hpp).
 #pragma once
 
 #include <Eigen/Core>

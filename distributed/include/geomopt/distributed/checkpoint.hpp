@@ -51,11 +51,10 @@ inline void throw_if_any_failed(const Communicator& comm, const std::exception_p
     }
     if (message.empty()) message = "(an exception without a message)";
   }
-  const RankError first = first_error(comm, message);
+  const std::string name = std::string("geomopt::distributed::") + operation;
+  const RankError first = first_error(comm, message, name.c_str());
   if (failure) std::rethrow_exception(failure);
-  if (first.rank >= 0)
-    throw Error(std::string("geomopt::distributed::") + operation + " failed on rank " + std::to_string(first.rank) +
-                ": " + first.message);
+  if (first.rank >= 0) throw Error(name + " failed on rank " + std::to_string(first.rank) + ": " + first.message);
 }
 
 }  // namespace detail

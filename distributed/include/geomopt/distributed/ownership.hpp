@@ -41,7 +41,7 @@ inline constexpr double kEntryCost = 1;
 struct LeafCost {
   std::string path;
   std::int64_t entries = 0;  ///< its numbers (the leaf's parameters, not its tangent coordinates)
-  double cost = 0;           ///< an estimate of the flops of one step of the whole leaf (ZeroRedundancyOptimizer: leaf_cost)
+  double cost = 0;           ///< estimated flops of one step of the whole leaf (ZeroRedundancyOptimizer: leaf_cost)
   bool splittable = false;   ///< stepped entry by entry (a Euclidean leaf not under Muon): may be cut into pieces
 };
 

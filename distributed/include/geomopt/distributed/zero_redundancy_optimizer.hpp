@@ -33,7 +33,12 @@
 //     differing rank and the first differing path), and at each step the same as at construction (step throws
 //     MismatchError on every rank, every tree untouched);
 //   - an error that only an owner's step can meet (a point off its manifold: std::domain_error) is thrown on that rank
-//     alone, while the others wait in the step's messages (docs/distributed.md, "Errors").
+//     alone; the others wait in the step's messages until the Communicator's timeout and throw TimeoutError naming
+//     that rank (docs/distributed.md, "Errors");
+//   - every wait of construction and step ends within the Communicator's timeout (TimeoutError naming the ranks whose
+//     messages did not arrive and a unit's path); after an Error or TimeoutError the optimizer and its Communicator
+//     are poisoned (communicator.hpp); a rank's params then hold the new numbers of the units it stepped, the old
+//     ones of the units it did not receive.
 // Invariants: at P = 1, step allocates nothing after the first call when the optimizer's own step does not and the
 // transforms need no norm (the decisions' all-gathers are MPI collectives, whose buffers are MPI's); at P > 1 a few
 // allocations in 20 steps remain, not traced yet (docs/distributed.md, "Memory").
@@ -290,6 +295,7 @@ class ZeroRedundancyOptimizer {
   /// (PyTorch's consolidate_state_dict does the same); the other ranks send their slots one array at a time.
   std::optional<WholeState> gather_state(const Communicator& comm, const Tree& params, int root = 0) const {
     check_communicator(comm, root, "gather_state");
+    static constexpr const char* kGatherState = "ZeroRedundancyOptimizer::gather_state";
     std::optional<WholeState> full;
     if (comm.rank() == root) {
       full.emplace(optimizer_.init(params, rule_));
@@ -302,7 +308,8 @@ class ZeroRedundancyOptimizer {
                           : piece == geomopt::kNoLeaf ? slots_of(*whole_state_, u.leaf)
                                                       : slots_of(*piece_state_, piece);
         if (comm.rank() != root) {
-          for (const auto& m : mine) detail::send_bytes(comm, root, m.data, m.size * sizeof(Scalar));
+          for (const auto& m : mine)
+            detail::send_bytes(comm, root, m.data, m.size * sizeof(Scalar), kGatherState, plan_.leaves()[u.leaf].path);
           return;
         }
         const std::size_t offset = piece == geomopt::kNoLeaf ? 0 : static_cast<std::size_t>(u.begin);
@@ -313,7 +320,8 @@ class ZeroRedundancyOptimizer {
           if (q == root)
             std::memcpy(into[i].data + offset, mine.at(i).data, count * sizeof(Scalar));
           else
-            detail::receive_bytes(comm, q, into[i].data + offset, count * sizeof(Scalar));
+            detail::receive_bytes(comm, q, into[i].data + offset, count * sizeof(Scalar), kGatherState,
+                                  plan_.leaves()[u.leaf].path);
         }
       });
     }
