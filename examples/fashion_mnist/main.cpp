@@ -13,6 +13,11 @@
 // Exit status 1 when that check fails, when a Stiefel leaf of any configuration ends farther than 1e-5 from its
 // manifold (check(W) = |W^T W - I|_F) or when the stiefel configuration's final test accuracy is below
 // --min-accuracy; 2 on bad arguments or data.
+//
+// Built with geomopt::distributed (MPI found) and launched by mpirun at P > 1 ranks, it trains data-parallel, every
+// rank the same model on its slice of each global batch (see "Data parallelism" below); rank 0 prints and writes.
+//
+//   mpirun -np 2 fashion_mnist [options]
 #include <unistd.h>
 
 #include <Eigen/Core>
@@ -39,6 +44,10 @@
 #include "../common/cli.hpp"
 #include "../nn/idx.hpp"
 #include "../nn/layers.hpp"
+
+#ifdef GEOMOPT_EXAMPLE_MPI
+#include <geomopt/distributed.hpp>
+#endif
 
 namespace fs = std::filesystem;
 using geomopt::examples::Mat;
@@ -264,6 +273,105 @@ std::vector<double> conditions(const Mlp<Layer>& m) {
   return out;
 }
 std::vector<double> conditions(const AttentionNet&) { return {}; }
+
+// ---------------------------------------------------------------------------------------------------------------
+// Data parallelism
+//
+// The program is data-parallel whenever it runs at P > 1 ranks, with no flag: mpirun -np P is the request, and P
+// copies each training the whole model alone would only write the same files at once. Every rank builds the same
+// model from the same seed and shuffles by the same seed, so all ranks agree on each global batch of --batch images;
+// rank r takes its contiguous slice [r m / P, (r + 1) m / P) of a batch of m, GradientAverager makes every rank's
+// gradient the same mean, bit for bit, and every rank takes the same step, so the models never drift apart and are
+// never sent. Each rank evaluates a contiguous slice of the test set; the sums are added over the ranks. Rank 0
+// prints and writes the checkpoints, the CSV and the plot. At P = 1, and in a build without MPI, none of this runs.
+
+// The ranks: this process's rank and their number, and sums over them. Without MPI, one rank. With MPI, it
+// initialises MPI and finalises it after its Communicator is gone.
+class World {
+ public:
+#ifdef GEOMOPT_EXAMPLE_MPI
+  World(int* argc, char*** argv) : mpi_(argc, argv), comm_(MPI_COMM_WORLD) {}
+  int rank() const { return comm_.rank(); }
+  int size() const { return comm_.size(); }
+  const geomopt::distributed::Communicator& comm() const { return comm_; }
+  // Every rank's values summed entry by entry, on every rank.
+  void sum(std::span<double> values) const {
+    if (size() > 1)
+      MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  }
+  // Every rank's value, in rank order, on every rank.
+  std::vector<std::int64_t> gather(std::int64_t value) const {
+    std::vector<std::int64_t> all(static_cast<std::size_t>(size()), value);
+    if (size() > 1) MPI_Allgather(&value, 1, MPI_INT64_T, all.data(), 1, MPI_INT64_T, MPI_COMM_WORLD);
+    return all;
+  }
+  // After an error on this rank: the others may be waiting for it in a collective call, so the job ends here.
+  void abort_job(int status) const {
+    if (size() > 1) MPI_Abort(MPI_COMM_WORLD, status);
+  }
+
+ private:
+  struct Mpi {
+    Mpi(int* argc, char*** argv) { MPI_Init(argc, argv); }
+    ~Mpi() { MPI_Finalize(); }
+    Mpi(const Mpi&) = delete;
+    Mpi& operator=(const Mpi&) = delete;
+  } mpi_;
+  geomopt::distributed::Communicator comm_;
+#else
+  World(int*, char***) {}
+  int rank() const { return 0; }
+  int size() const { return 1; }
+  void sum(std::span<double>) const {}
+  std::vector<std::int64_t> gather(std::int64_t value) const { return {value}; }
+  void abort_job(int) const {}
+#endif
+ public:
+  bool writes() const { return rank() == 0; }
+  // This rank's contiguous slice [first, first + count) of `n` items that start at `begin`.
+  std::pair<Eigen::Index, Eigen::Index> slice(Eigen::Index begin, Eigen::Index n) const {
+    const Eigen::Index first = n * rank() / size(), last = n * (rank() + 1) / size();
+    return {begin + first, last - first};
+  }
+};
+
+// The gradient of the global batch from each rank's gradient of its slice, on every rank alike (nothing at P = 1).
+template <class Model>
+class BatchGradient {
+ public:
+  BatchGradient(const World& world, const Model& grads) : size_(world.size()) {
+#ifdef GEOMOPT_EXAMPLE_MPI
+    if (size_ > 1) averager_.emplace(world.comm(), grads);
+#else
+    (void)grads;
+#endif
+  }
+
+  // `grads` holds the mean gradient over this rank's `count` samples of a global batch of `m` (anything when count
+  // is 0) and leaves with the mean over the global batch. GradientAverager takes the plain mean of the P ranks'
+  // trees, which is the batch mean only when every slice has m / P samples; a batch that P does not divide (an odd
+  // --batch at P = 2, or the last, smaller batch) gives slices that differ by one, and empty ones when m < P. So each
+  // rank first scales its slice mean by count P / m, making it P / m times its slice's sum; the mean of those over
+  // the ranks is the sum over the whole batch divided by m, whatever the slices' sizes.
+  void reduce(Model& grads, Eigen::Index count, Eigen::Index m) {
+    if (size_ == 1) return;
+    if (count == 0) {
+      grads = geomopt::ptree::zeros_like(grads);
+    } else {
+      const auto weight = static_cast<float>(static_cast<double>(count) * size_ / static_cast<double>(m));
+      geomopt::ptree::for_each_storage([weight](auto& block) { block *= weight; }, grads);
+    }
+#ifdef GEOMOPT_EXAMPLE_MPI
+    averager_->average(grads);
+#endif
+  }
+
+ private:
+  int size_;
+#ifdef GEOMOPT_EXAMPLE_MPI
+  std::optional<geomopt::distributed::GradientAverager<Model>> averager_;
+#endif
+};
 
 // ---------------------------------------------------------------------------------------------------------------
 // Data
@@ -565,12 +673,14 @@ struct Progress {
   }
 };
 
+// The mean loss and the correct count over `data`, each rank evaluating its slice of it.
 template <class Model>
-BatchResult evaluate(const Model& model, const Split& data) {
+BatchResult evaluate(const Model& model, const Split& data, const World& world) {
   BatchResult total;
   const Eigen::Index n = data.x.cols(), chunk = 1000;
-  for (Eigen::Index start = 0; start < n; start += chunk) {
-    const Eigen::Index m = std::min(chunk, n - start);
+  const auto [first, count] = world.slice(0, n);
+  for (Eigen::Index start = first; start < first + count; start += chunk) {
+    const Eigen::Index m = std::min(chunk, first + count - start);
     const MatF x = data.x.middleCols(start, m);
     const BatchResult r =
         run_batch(model, x, std::span(data.y).subspan(static_cast<std::size_t>(start), static_cast<std::size_t>(m)),
@@ -578,7 +688,10 @@ BatchResult evaluate(const Model& model, const Split& data) {
     total.loss += r.loss * static_cast<double>(m);
     total.correct += r.correct;
   }
-  total.loss /= static_cast<double>(n);
+  double sums[] = {total.loss, static_cast<double>(total.correct)};
+  world.sum(sums);
+  total.loss = sums[0] / static_cast<double>(n);
+  total.correct = static_cast<std::int64_t>(sums[1]);
   return total;
 }
 
@@ -675,12 +788,14 @@ geomopt::MuonOptions<geomopt::AdamWKernel> muon_options(double lr, const Options
 
 template <class Model, class Optimizer>
 Outcome train(const Config& c, Model model, Optimizer optimizer, const geomopt::LeafRule& rule, const Options& o,
-              const Split& train_set, const Split& test_set, std::vector<Row>& rows, const fs::path& csv) {
+              const Split& train_set, const Split& test_set, std::vector<Row>& rows, const fs::path& csv,
+              const World& world) {
   const std::string config(c.name);
   const Eigen::Index n = train_set.x.cols();
   const std::int64_t batches = (n + o.batch - 1) / o.batch;
   auto state = optimizer.init(model, rule);
   Model grads = model;
+  BatchGradient<Model> batch_gradient(world, grads);
 
   const fs::path checkpoint = o.out / (config + ".h5");
   int first_epoch = 1;
@@ -716,37 +831,50 @@ Outcome train(const Config& c, Model model, Optimizer optimizer, const geomopt::
     geomopt::Rng rng(o.seed * 1000003 + static_cast<std::uint64_t>(epoch));
     std::iota(order.begin(), order.end(), Eigen::Index{0});
     std::shuffle(order.begin(), order.end(), rng);
+    // loss_sum and correct are over this rank's samples (local), seen over the global batches.
     double loss_sum = 0;
-    std::int64_t correct = 0, seen = 0;
+    std::int64_t correct = 0, local = 0, seen = 0;
     const auto start = std::chrono::steady_clock::now();
     for (std::int64_t b = 0; b < batches; ++b) {
       const Eigen::Index lo = b * o.batch, m = std::min<Eigen::Index>(o.batch, n - lo);
-      x.resize(Eigen::NoChange, m);
-      y.resize(static_cast<std::size_t>(m));
-      for (Eigen::Index j = 0; j < m; ++j) {
-        const Eigen::Index src = order[static_cast<std::size_t>(lo + j)];
+      const auto [first, count] = world.slice(lo, m);
+      x.resize(Eigen::NoChange, count);
+      y.resize(static_cast<std::size_t>(count));
+      for (Eigen::Index j = 0; j < count; ++j) {
+        const Eigen::Index src = order[static_cast<std::size_t>(first + j)];
         x.col(j) = train_set.x.col(src);
         y[static_cast<std::size_t>(j)] = train_set.y[static_cast<std::size_t>(src)];
       }
-      const BatchResult r = run_batch(model, x, y, &grads);
+      const BatchResult r = count > 0 ? run_batch(model, x, y, &grads) : BatchResult{};
+      batch_gradient.reduce(grads, count, m);
       optimizer.step(model, grads, state);
-      loss_sum += r.loss * static_cast<double>(m);
+      loss_sum += r.loss * static_cast<double>(count);
       correct += r.correct;
+      local += count;
       seen += m;
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      progress.update(config, epoch, o.epochs, b, batches, loss_sum / static_cast<double>(seen),
-                      100.0 * static_cast<double>(correct) / static_cast<double>(seen),
+      progress.update(config, epoch, o.epochs, b, batches,
+                      loss_sum / static_cast<double>(std::max<std::int64_t>(local, 1)),
+                      100.0 * static_cast<double>(correct) / static_cast<double>(std::max<std::int64_t>(local, 1)),
                       static_cast<double>(seen) / std::max(elapsed, 1e-9));
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     progress.done();
     trained_seconds += seconds;
-    const BatchResult test = evaluate(model, test_set);
+    double train_sums[] = {loss_sum, static_cast<double>(correct)};
+    world.sum(train_sums);
+    if (world.size() > 1) {
+      std::string slices;
+      for (std::int64_t s : world.gather(local)) slices += (slices.empty() ? "" : " + ") + std::to_string(s);
+      std::printf("  [%s] epoch %2d: %lld samples in slices of %s over %d ranks\n", config.c_str(), epoch,
+                  static_cast<long long>(seen), slices.c_str(), world.size());
+    }
+    const BatchResult test = evaluate(model, test_set, world);
     Row row{config,
             epoch,
             state.step_count(),
-            loss_sum / static_cast<double>(seen),
-            100.0 * static_cast<double>(correct) / static_cast<double>(seen),
+            train_sums[0] / static_cast<double>(seen),
+            100.0 * train_sums[1] / static_cast<double>(seen),
             test.loss,
             100.0 * static_cast<double>(test.correct) / static_cast<double>(test_set.x.cols()),
             trained_seconds,
@@ -759,16 +887,18 @@ Outcome train(const Config& c, Model model, Optimizer optimizer, const geomopt::
         row.samples_per_second, row.train_seconds, row.defect);
     std::fflush(stdout);
     rows.push_back(row);
-    write_rows(csv, rows);
-    geomopt::io::save_checkpoint(checkpoint.string(), model, state,
-                                 {.attributes = {{"epoch", std::int64_t{epoch}},
-                                                 {"config", config},
-                                                 {"train_seconds", trained_seconds},
-                                                 {"test_accuracy", row.test_acc}}});
+    if (world.writes()) {
+      write_rows(csv, rows);
+      geomopt::io::save_checkpoint(checkpoint.string(), model, state,
+                                   {.attributes = {{"epoch", std::int64_t{epoch}},
+                                                   {"config", config},
+                                                   {"train_seconds", trained_seconds},
+                                                   {"test_accuracy", row.test_acc}}});
+    }
     outcome = {row.test_acc, trained_seconds, row.defect, on_stiefel > 0, {}};
   }
   if (first_epoch > last_epoch) {  // everything was already trained: report the checkpoint's model
-    const BatchResult test = evaluate(model, test_set);
+    const BatchResult test = evaluate(model, test_set, world);
     outcome = {100.0 * static_cast<double>(test.correct) / static_cast<double>(test_set.x.cols()),
                trained_seconds,
                stiefel_defect(model),
@@ -782,12 +912,12 @@ Outcome train(const Config& c, Model model, Optimizer optimizer, const geomopt::
 // Trains a network by the configuration's optimizer; only the pairs kConfigs lists are instantiated.
 template <class Model>
 Outcome run_config(const Config& c, Model model, const Options& o, const Split& train_set, const Split& test_set,
-                   std::vector<Row>& rows, const fs::path& csv) {
+                   std::vector<Row>& rows, const fs::path& csv, const World& world) {
   const geomopt::CommonOptions common = common_options(o, train_set.x.cols());
   const geomopt::LeafRule rule = leaf_rule(c, o);
   const bool gradient_passed = check_backward(std::string(c.name), model, train_set);
   auto go = [&](auto optimizer) {
-    Outcome outcome = train(c, std::move(model), std::move(optimizer), rule, o, train_set, test_set, rows, csv);
+    Outcome outcome = train(c, std::move(model), std::move(optimizer), rule, o, train_set, test_set, rows, csv, world);
     outcome.gradient_passed = gradient_passed;
     return outcome;
   };
@@ -815,11 +945,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "fashion_mnist: %s\n", e.what());
     return 2;
   }
+  // After the arguments and the data, whose errors every rank meets alike and exits by.
+  const World world(&argc, &argv);
+  // The other ranks' numbers are rank 0's: only rank 0 prints.
+  if (!world.writes() && std::freopen("/dev/null", "w", stdout) == nullptr) return 2;
   std::printf(
       "Fashion-MNIST: %lld training and %lld test images from %s; batch %lld, Adam lr %g, Muon lr %g, "
-      "manifold Muon lr %g (cosine), %d epochs, %d threads\n",
+      "manifold Muon lr %g (cosine), %d epochs, %d threads",
       static_cast<long long>(train_set.x.cols()), static_cast<long long>(test_set.x.cols()), o.data.c_str(),
       static_cast<long long>(o.batch), o.lr, o.muon_lr, o.manifold_muon_lr, o.epochs, o.threads);
+  if (world.size() > 1)
+    std::printf(" per rank; data-parallel over %d ranks, each batch split among them", world.size());
+  std::printf("\n");
 
   const fs::path csv = o.out / "metrics.csv";
   std::vector<Row> rows = o.resume ? read_rows(csv) : std::vector<Row>{};
@@ -831,19 +968,22 @@ int main(int argc, char** argv) {
       const Config& c = *find_config(config);
       switch (c.network) {
         case Network::free_mlp:
-          outcomes[config] = run_config(c, make_mlp<FreeDense>(rng, o.hidden), o, train_set, test_set, rows, csv);
+          outcomes[config] =
+              run_config(c, make_mlp<FreeDense>(rng, o.hidden), o, train_set, test_set, rows, csv, world);
           break;
         case Network::stiefel_mlp:
-          outcomes[config] = run_config(c, make_mlp<StiefelDense>(rng, o.hidden), o, train_set, test_set, rows, csv);
+          outcomes[config] =
+              run_config(c, make_mlp<StiefelDense>(rng, o.hidden), o, train_set, test_set, rows, csv, world);
           break;
         case Network::attention:
-          outcomes[config] =
-              run_config(c, make_attention(rng, o.attn_dim, o.attn_proj, o.patches), o, train_set, test_set, rows, csv);
+          outcomes[config] = run_config(c, make_attention(rng, o.attn_dim, o.attn_proj, o.patches), o, train_set,
+                                        test_set, rows, csv, world);
           break;
       }
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fashion_mnist: %s\n", e.what());
+    world.abort_job(2);
     return 2;
   }
 
@@ -864,10 +1004,12 @@ int main(int argc, char** argv) {
                 conds.empty() ? "-" : conds.c_str());
   }
   std::printf("metrics: %s\n", csv.c_str());
-  if (const auto png = plot(o.out, rows, o.configs))
-    std::printf("plot: %s\n", fs::absolute(*png).c_str());
-  else
-    std::printf("plot: not drawn (gnuplot is missing or failed)\n");
+  if (world.writes()) {
+    if (const auto png = plot(o.out, rows, o.configs))
+      std::printf("plot: %s\n", fs::absolute(*png).c_str());
+    else
+      std::printf("plot: not drawn (gnuplot is missing or failed)\n");
+  }
 
   int status = 0;
   for (const auto& [config, r] : outcomes)
