@@ -9,7 +9,8 @@ Modes (each as the C++ code does it, re-implemented here from distributed/src an
   zero1       ZeroRedundancyOptimizer with an entry-wise optimizer (Adam): every leaf a unit, leaves of more than
               max_piece_entries cut into pieces of equal size rounded up to 64 entries, units placed by longest
               processing time first (ownership.hpp); one message per other rank and phase carries a rank's whole
-              region (shard_exchange.cpp); plus the status messages and the step's decisions (all-gathers).
+              region (shard_exchange.cpp); plus the status messages and the step's decisions (one message of 8
+              bytes to every other rank per decision).
   owner-muon  ZeroRedundancyOptimizer<Muon>: matrices (rows, cols >= 2) stay whole, cost msign_flops(rows, cols) (five
               Newton-Schulz steps); vectors are entry-wise units as under zero1.
 References (textbook, not geomopt's): ring all-reduce, 2 (P - 1) / P of each bucket in 2 (P - 1) messages of a P-th
@@ -17,8 +18,8 @@ of it, one after another; Rabenseifner's all-reduce (recursive halving, then dou
 messages. Both are given the same buckets as ddp.
 
 Time, the alpha-beta model: a rank's time is messages * alpha + bytes / beta, the step's is the maximum over ranks;
-an all-gather of b bytes per rank (the decisions) counts ceil(log2 P) messages and (P - 1) b bytes (recursive
-doubling). It ignores contention (links and switches shared by ranks, the bisection bandwidth that a direct
+a collective call (none in a step; kept for the counter's other calls) counts ceil(log2 P) messages and (P - 1) b
+bytes for b bytes per rank (recursive doubling). It ignores contention (links and switches shared by ranks, the bisection bandwidth that a direct
 all-to-all exchange needs and a ring does not), overlap with compute and between buckets, the receive side, and the
 dependence of a ring's steps (its 2 (P - 1) latencies are on the critical path; the direct exchange posts its P - 1
 messages at once, so charging alpha to each of them is an upper bound for it).
@@ -36,7 +37,7 @@ import math
 import sys
 
 STATUS_BYTES = 32  # kStatusWords = 4 int64 per status message (tree_signature.hpp)
-SIZE_T_BYTES = 8  # a leaf index in the decisions' all-gather (std::size_t)
+SIZE_T_BYTES = 8  # a leaf index among the decisions (std::size_t)
 MODES = ("ddp", "zero1", "owner-muon")
 REFERENCES = ("ring", "rabenseifner")
 
@@ -163,14 +164,13 @@ def zero_traffic(leaves, ranks, scalar_bytes, mode, max_piece_entries, clip, non
             t.messages[r] = owners - (1 if own > 0 else 0) + (P - 1 if own > 0 else 0) + (P - 1)
             t.bytes[r] = (total - own + (P - 1) * own) * scalar_bytes + (P - 1) * STATUS_BYTES
     # drive_step (step_protocol.hpp): the squared norm is combined when clipping or checking, the first failed leaf
-    # when checking; each is one MPI_Allgather of a double or a std::size_t, at every P.
+    # when checking; each decision is a double or a std::size_t sent to every other rank (ShardExchange::all_gather,
+    # point-to-point so that a timeout names the missing ranks).
     check = non_finite != "propagate"
-    if clip or check:
-        t.collective_calls += 1
-        t.collective_bytes += 8
-    if check:
-        t.collective_calls += 1
-        t.collective_bytes += SIZE_T_BYTES
+    decisions = (8 if clip or check else 0) + (SIZE_T_BYTES if check else 0)
+    for r in range(P):
+        t.messages[r] += (P - 1) * ((1 if clip or check else 0) + (1 if check else 0))
+        t.bytes[r] += (P - 1) * decisions
     return t
 
 
