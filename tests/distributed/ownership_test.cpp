@@ -10,14 +10,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <fstream>
 #include <geomopt/optimizers/msign.hpp>
 #include <random>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "shapes_file.hpp"
 #include "world.hpp"
 
 namespace gd = geomopt::distributed;
@@ -47,14 +46,8 @@ std::vector<gd::LeafCost> whole_leaves(const std::vector<double>& costs) {
 // The shapes file's leaves ("rows [cols]" per line, '#' comments): matrices of at least 2 x 2 under Muon, whole, at
 // msign_flops; the rest entry by entry, splittable.
 std::vector<gd::LeafCost> muon_leaves(const std::string& file) {
-  std::ifstream in(file);
   std::vector<gd::LeafCost> leaves;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream s(line);
-    std::int64_t rows = 0, cols = 1;
-    s >> rows >> cols;
+  for (const auto& [rows, cols] : bench::read_shape_list(file)) {
     const std::string path = "leaf" + std::to_string(leaves.size());
     if (rows >= 2 && cols >= 2)
       leaves.push_back({path, rows * cols, geomopt::msign_flops(rows, cols), false});

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "shapes_file.hpp"
 #include "traffic_counter.hpp"
 #include "world.hpp"
 
@@ -37,18 +38,10 @@ std::string env_or(const char* name, const std::string& fallback) {
 // The shapes file as a tree of leaves, the same on every rank: entries of a network's scale, 0.02 * [-1, 1].
 template <class Matrix>
 std::vector<Matrix> read_tree(const std::string& file) {
-  std::ifstream in(file);
   std::vector<Matrix> leaves;
-  std::string line;
   std::srand(24);
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream words(line);
-    Eigen::Index rows = 0, cols = 1;
-    words >> rows;
-    if (!(words >> cols)) cols = 1;
+  for (const auto& [rows, cols] : bench::read_shape_list(file))
     leaves.push_back(Matrix::Random(rows, cols) * typename Matrix::Scalar(0.02));
-  }
   return leaves;
 }
 
