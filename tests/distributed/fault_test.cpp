@@ -1,9 +1,10 @@
 // Faults: the Communicator's timeout (options, environment, default), and a rank that never enters a call. Its
-// GradientAverager::average and ZeroRedundancyOptimizer::step end on every other rank with TimeoutError naming that
-// rank, the first path waited for and the timeout, within the timeout and a generous slack; the averager, the
-// optimizer and the communicator are then poisoned (a later call throws Error at once). At P = 1 only the options are
-// checked. The poisoned objects are kept until exit (after MPI_Finalize, when they free nothing), so that no later
-// communicator reuses their context id while the skipped rank's unmatched messages may still arrive on it.
+// GradientAverager::average and ZeroRedundancyOptimizer::step end on every other rank, and the gather of a sharded
+// state (a checkpoint's) on the root, with TimeoutError naming that rank, the first path waited for and the timeout,
+// within the timeout and a generous slack; the averager, the optimizer and the communicator are then poisoned (a
+// later call throws Error at once). At P = 1 only the options are checked. The poisoned objects are kept until exit
+// (after MPI_Finalize, when they free nothing), so that no later communicator reuses their context id while the skipped
+// rank's unmatched messages may still arrive on it.
 #include <doctest/doctest.h>
 #include <mpi.h>
 
@@ -32,6 +33,11 @@ struct Linear {
   Eigen::MatrixXd weight;
   Eigen::VectorXd bias;
   GEOMOPT_PTREE(weight, bias)
+};
+
+struct Long {
+  Eigen::VectorXd v;
+  GEOMOPT_PTREE(v)
 };
 
 Linear make_linear() { return {Eigen::MatrixXd::Constant(4, 3, 0.5), Eigen::VectorXd::Constant(3, 0.25)}; }
@@ -144,6 +150,37 @@ TEST_CASE("a rank that never enters a ZeroRedundancyOptimizer step: TimeoutError
     }
     CHECK(timed_out);
     CHECK_THROWS_WITH_AS(zero->step(params, grads), doctest::Contains("failed before"), gd::Error);
+  } else {
+    std::this_thread::sleep_for(kTimeout);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("a rank that never enters gather_state (a sharded checkpoint's): TimeoutError naming it on the root") {
+  if (world_size() < 2) return;
+  const int last = world_size() - 1;
+  // One leaf in eight pieces of 64 entries, so that every rank owns some and the root waits for the last rank's.
+  auto comm = std::make_shared<gd::Communicator>(MPI_COMM_WORLD, gd::CommunicatorOptions{.timeout = kTimeout});
+  Long params{Eigen::VectorXd::LinSpaced(512, -1, 1)}, grads = params;
+  auto zero = std::make_shared<gd::ZeroRedundancyOptimizer<geomopt::Adam, Long>>(
+      *comm, geomopt::Adam({.lr = 0.1}), params, geomopt::LeafRule{}, gd::OwnershipOptions{.max_piece_entries = 64});
+  kept().push_back(comm);
+  kept().push_back(zero);
+  zero->step(params, grads);
+  if (world_rank() == 0) {
+    const auto start = std::chrono::steady_clock::now();
+    bool timed_out = false;
+    try {
+      (void)zero->gather_state(*comm, params, 0);
+    } catch (const gd::TimeoutError& e) {
+      timed_out = true;
+      check_timeout(e, seconds_since(start), "ZeroRedundancyOptimizer::gather_state");
+      CHECK(e.path() == "v");
+    }
+    CHECK(timed_out);
+    CHECK(comm->poisoned());
+  } else if (world_rank() != last) {
+    CHECK(!zero->gather_state(*comm, params, 0).has_value());  // sends its pieces to the root and returns
   } else {
     std::this_thread::sleep_for(kTimeout);
   }
