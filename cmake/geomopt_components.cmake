@@ -65,6 +65,9 @@ endfunction()
 # geomopt_add_shared_library(<name> <source>...): the shared library geomopt_<name> (alias geomopt::<name>, file
 # libgeomopt_<name>.so.<major>.<minor>) over <name>/include, C++20, warnings as the build asks; its links and
 # definitions are the caller's. Call it from <name>/CMakeLists.txt, then geomopt_add_component.
+# Installed, it finds the geomopt libraries it needs beside itself ($ORIGIN) and its other dependencies where it was
+# linked against them (outside the system's directories, such as Open MPI's), whatever prefix it is installed to: a
+# program's own run path does not reach the dependencies of its dependencies.
 function(geomopt_add_shared_library name)
   add_library(geomopt_${name} SHARED ${ARGN})
   add_library(geomopt::${name} ALIAS geomopt_${name})
@@ -72,7 +75,9 @@ function(geomopt_add_shared_library name)
     EXPORT_NAME ${name}
     OUTPUT_NAME geomopt_${name}
     VERSION ${PROJECT_VERSION}
-    SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
+    SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR}
+    INSTALL_RPATH "$ORIGIN"
+    INSTALL_RPATH_USE_LINK_PATH ON)
   target_include_directories(geomopt_${name} PUBLIC
     $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
