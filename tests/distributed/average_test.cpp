@@ -24,6 +24,7 @@
 
 #include "../ptree/common.hpp"  // Dense<T>, the docs' canonical tree
 #include "count_allocations.hpp"
+#include "mpi_allocations.hpp"
 #include "world.hpp"
 
 namespace gd = geomopt::distributed;
@@ -253,7 +254,7 @@ TEST_CASE("no allocation after the first call") {
   gd::GradientAverager mixed_averager(comm, mixed, {.bucket_bytes = 24});
   averager.average(grads);
   mixed_averager.average(mixed);
-  long allocations = 0;
+  long allocations = 0, in_mpi = 0;
   {
     alloc_count::Window window;
     for (int call = 0; call < 20; ++call) {
@@ -261,8 +262,10 @@ TEST_CASE("no allocation after the first call") {
       mixed_averager.average(mixed);
     }
     allocations = window.count();
+    in_mpi = window.paused_count();
   }
-  CHECK(allocations == 0);
+  CHECK(allocations == 0);  // geomopt's code; Open MPI's, inside its calls, are reported (mpi_allocations.hpp)
+  MESSAGE("rank " << world_rank() << ": " << in_mpi << " allocations inside MPI calls in 40 calls after the first");
 }
 
 TEST_CASE("the caller's own messages on the communicator it gave never match the averager's") {

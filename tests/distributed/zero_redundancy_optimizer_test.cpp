@@ -4,7 +4,7 @@
 // unsharded optimizer on it in its own process, the reference: the sharded parameters must equal it bit for bit, and
 // every rank's bytes every other's. The ranks' state bytes add up to the unsharded state's, and split evenly on a tree
 // of equal leaves; clipping and the non-finite policy decide alike on every rank; a tree that differs on one rank
-// throws on every rank naming the rank and the path; at P = 1 a step after the first allocates nothing.
+// throws on every rank naming the rank and the path; a step after the first allocates nothing outside MPI calls.
 #include "geomopt/distributed/zero_redundancy_optimizer.hpp"
 
 #include <doctest/doctest.h>
@@ -23,6 +23,7 @@
 
 #include "count_allocations.hpp"
 #include "mixed_tree.hpp"
+#include "mpi_allocations.hpp"
 #include "world.hpp"
 
 namespace gd = geomopt::distributed;
@@ -202,23 +203,21 @@ TEST_CASE("a tree that differs on one rank throws on every rank, naming the rank
   }
 }
 
-// After the first step, a step allocates nothing at P = 1, where no message is sent. At P > 1 it allocates 1 to 3
-// times in 20 steps on this machine, from a cause not traced yet (docs/distributed.md, "Memory"): the test reports
-// the count and does not judge it.
+// After the first step, geomopt's code allocates nothing in a step; Open MPI's allocations inside its calls are
+// reported, not judged (mpi_allocations.hpp says what they are).
 TEST_CASE("no allocation after the first step") {
   const gd::Communicator comm(MPI_COMM_WORLD);
   Mixed<double> params = make_params<double>();
   gd::ZeroRedundancyOptimizer zero(comm, geomopt::Adam({.lr = 0.01}), params, {}, kPieces);
   Mixed<double> grads = gradient_of(params, world_rank(), 0);
   zero.step(params, grads);
-  long allocations = 0;
+  long allocations = 0, in_mpi = 0;
   {
     alloc_count::Window window;
     for (int k = 0; k < 20; ++k) zero.step(params, grads);
     allocations = window.count();
+    in_mpi = window.paused_count();
   }
-  if (world_size() == 1)
-    CHECK(allocations == 0);
-  else
-    MESSAGE("rank " << world_rank() << ": " << allocations << " allocations in 20 steps after the first");
+  CHECK(allocations == 0);
+  MESSAGE("rank " << world_rank() << ": " << in_mpi << " allocations inside MPI calls in 20 steps after the first");
 }

@@ -9,6 +9,9 @@
 //   - a sanitizer build, whose runtime owns malloc, counts through the runtime's allocation hook, which sees every
 //     allocation, operator new's included.
 // free is not counted: a test asks how many allocations a piece of code made, not how much memory it holds.
+// While a thread holds a Pause, its allocations are counted apart (paused_allocations): a test that calls a library
+// whose allocations are not the code under test's (Open MPI's, inside an MPI call: mpi_allocations.hpp) counts them
+// there.
 //
 // Include it in exactly one file of a test executable (it defines the replacements), then
 //   { alloc_count::Window window; ...; CHECK(window.count() == 0); }   or   CHECK(alloc_count::allocations_of(f) == 0);
@@ -23,17 +26,33 @@
 namespace alloc_count {
 
 inline std::atomic<long> allocations{0};
+inline std::atomic<long> paused_allocations{0};
+inline thread_local int paused = 0;
 
-inline void record() noexcept { allocations.fetch_add(1, std::memory_order_relaxed); }
+inline void record() noexcept {
+  (paused > 0 ? paused_allocations : allocations).fetch_add(1, std::memory_order_relaxed);
+}
+
+// Counts this thread's allocations apart for its lifetime.
+class Pause {
+ public:
+  Pause() noexcept { ++paused; }
+  ~Pause() { --paused; }
+  Pause(const Pause&) = delete;
+  Pause& operator=(const Pause&) = delete;
+};
 
 // The allocations made between its construction and count().
 class Window {
  public:
-  Window() : start_(allocations.load()) {}
+  Window() : start_(allocations.load()), paused_start_(paused_allocations.load()) {}
   long count() const { return allocations.load() - start_; }
+  /// The allocations made under a Pause in the window.
+  long paused_count() const { return paused_allocations.load() - paused_start_; }
 
  private:
   long start_;
+  long paused_start_;
 };
 
 // The allocations f() makes.
